@@ -1,0 +1,1 @@
+"""CUDA C++ sources (shipped as package data) and their build/load helpers."""

@@ -1,0 +1,103 @@
+"""The fast CIFAR-10 network (airbench94-class), written from the published
+recipe facts: a frozen 2x2 patch-whitening conv, three conv groups without
+residuals, a bias-free linear head with scaled logits.
+
+Forward cost at widths 64/256/256: 118.15 M multiply-accumulates per image.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from dawnbench_fast import dispatch
+from dawnbench_fast.models.layers import ACTIVATIONS, BatchNorm, ConvGroup
+
+
+class CifarNet(nn.Module):
+    def __init__(
+        self,
+        widths: tuple[int, int, int] = (64, 256, 256),
+        whiten_kernel: int = 2,
+        act: str = "gelu",
+        num_classes: int = 10,
+    ):
+        super().__init__()
+        self.whiten_kernel = whiten_kernel
+        whiten_width = 2 * 3 * whiten_kernel**2  # eigenvectors and their negations
+        self.whiten = nn.Conv2d(3, whiten_width, whiten_kernel, padding=0, bias=True)
+        self.whiten.weight.requires_grad_(False)
+        self.act = act
+        chans = (whiten_width, *widths)
+        self.groups = nn.ModuleList(
+            ConvGroup(chans[i], chans[i + 1], act=act) for i in range(len(widths))
+        )
+        self.head = nn.Linear(widths[-1], num_classes, bias=False)
+        # Logits are divided by this fixed scale (the head's fan-in).
+        self.logit_scale = 1.0 / widths[-1]
+        self.kernels = "torch"
+
+    # -- kernels -----------------------------------------------------------
+    def set_kernels(self, backend: str) -> CifarNet:
+        """Use ``backend``'s implementations of ``conv_group`` and ``bn_act``
+        (reference ones where the backend has none); see dispatch.op_table."""
+        self.kernels = backend
+        for g in self.groups:
+            g.impl = dispatch.get_op("conv_group", backend)
+            g.bn_act = dispatch.get_op("bn_act", backend)
+        return self
+
+    # -- init --------------------------------------------------------------
+    @torch.no_grad()
+    def init_whitening(self, images: torch.Tensor, eps: float = 5e-4) -> None:
+        """Set the frozen whitening filters from normalised training images
+        (N, 3, H, W): eigenvectors of the 2x2-patch second-moment matrix,
+        scaled by 1/sqrt(eigenvalue + eps), concatenated with their negation.
+        The bias is zeroed."""
+        k = self.whiten_kernel
+        eigvals, eigvecs = patch_eigens(images, k)
+        filters = (eigvecs / torch.sqrt(eigvals + eps)[:, None]).view(-1, 3, k, k)
+        w = torch.cat([filters, -filters])
+        self.whiten.weight.copy_(w.to(self.whiten.weight.dtype))
+        self.whiten.bias.zero_()
+
+    # -- forward -----------------------------------------------------------
+    def forward(self, x: torch.Tensor, whiten_bias_grad: bool = True) -> torch.Tensor:
+        b = self.whiten.bias if whiten_bias_grad else self.whiten.bias.detach()
+        x = F.conv2d(x, self.whiten.weight, b)
+        x = ACTIVATIONS[self.act](x)
+        for g in self.groups:
+            x = g(x)
+        x = F.max_pool2d(x, x.shape[-1])  # 3x3 -> 1x1 at 32 px input
+        x = x.flatten(1)
+        return self.head(x) * self.logit_scale
+
+
+def patch_eigens(images: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eigen-decomposition of the (uncentred) covariance of all k x k patches.
+
+    Returns eigenvalues (descending) and eigenvectors as rows, each of length
+    3*k*k in (channel, row, col) order, so a row reshapes to a conv filter.
+    """
+    x = images.float()
+    c = x.shape[1]
+    patches = x.unfold(2, k, 1).unfold(3, k, 1)  # N, C, H', W', k, k
+    patches = patches.permute(0, 2, 3, 1, 4, 5).reshape(-1, c * k * k).double()
+    cov = patches.T @ patches / patches.shape[0]
+    eigvals, eigvecs = torch.linalg.eigh(cov)
+    return eigvals.flip(0).float(), eigvecs.T.flip(0).float()
+
+
+def macs_per_image(model: CifarNet, hw: int = 32) -> int:
+    """Analytic multiply-accumulates of one forward pass (convs + head)."""
+    k = model.whiten_kernel
+    side = hw - k + 1
+    total = side * side * model.whiten.out_channels * 3 * k * k
+    for g in model.groups:
+        cin, cout = g.conv1.in_channels, g.conv1.out_channels
+        total += side * side * cout * cin * 9
+        side //= 2
+        total += side * side * cout * cout * 9
+    total += model.head.in_features * model.head.out_features
+    return total

@@ -1,0 +1,1 @@
+"""Roofline analysis, imported as ``dawnbench_fast.roofline``."""
