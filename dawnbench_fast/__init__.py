@@ -1,0 +1,3 @@
+"""dawnbench_fast: time-to-accuracy training backed by our own kernels."""
+
+__version__ = "0.1.0"

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from dawnbench_fast import dispatch
-from dawnbench_fast.models.layers import ACTIVATIONS, BatchNorm, ConvGroup
+from dawnbench_fast.models.layers import ACTIVATIONS, ConvGroup
 
 
 class CifarNet(nn.Module):

@@ -1,0 +1,137 @@
+"""Training-time augmentation: translate (reflect padding done once), the
+alternating flip, optional cutout, normalisation.
+
+Randomness is keyed by (seed, epoch, image index) through a counter-based hash
+(SplitMix64's finaliser), so an image's augmentation never depends on the batch
+size, the batch it lands in, or the number of processes. The same function
+gives the parameters to every backend; backends only differ in how they
+gather, crop, flip and normalise.
+
+The ``augment`` op (registered here for backend ``torch``, on any device) has
+the signature ``augment(padded, indices, params, scale, shift) -> Tensor``:
+``padded`` is the reflect-padded uint8 NHWC dataset, the result is a float32
+(N, 3, 32, 32) batch in channels_last memory, ``x = u8 * scale[c] + shift[c]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from dawnbench_fast.dispatch import register
+
+_M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+
+# Independent random streams per image.
+STREAM_FLIP, STREAM_TRANSLATE, STREAM_CUTOUT = 0, 1, 2
+
+
+def keyed_bits(seed: int, epoch: int, indices: np.ndarray, stream: int) -> np.ndarray:
+    """64 random bits per index, a pure function of (seed, epoch, index, stream)."""
+    idx = np.asarray(indices, dtype=np.uint64)
+    key = np.uint64((seed * 1_000_003 + epoch * 8_191 + stream * 131) & 0xFFFFFFFFFFFFFFFF)
+    with np.errstate(over="ignore"):
+        x = idx * _GOLDEN + key * _MIX2 + _GOLDEN
+        x = (x ^ (x >> np.uint64(30))) * _MIX1
+        x = (x ^ (x >> np.uint64(27))) * _MIX2
+        x = x ^ (x >> np.uint64(31))
+    return x & _M64
+
+
+@dataclass
+class AugmentParams:
+    """Per-image parameters of one batch (all arrays of length B)."""
+
+    ox: np.ndarray  # int32 column offset into the padded image, 0..2*translate
+    oy: np.ndarray  # int32 row offset
+    flip: np.ndarray  # bool: mirror left-right
+    cut_x: np.ndarray  # int32 left column of the cutout square (unused if cutout=0)
+    cut_y: np.ndarray  # int32 top row of the cutout square
+    cutout: int  # side of the cutout square; 0 disables it
+
+
+def augment_params(
+    seed: int,
+    epoch: int,
+    indices: np.ndarray,
+    translate: int = 2,
+    flip: bool = True,
+    cutout: int = 0,
+    size: int = 32,
+) -> AugmentParams:
+    """Parameters for images ``indices`` in ``epoch``.
+
+    Alternating flip: an image's flip is random in epoch 0 and inverted every
+    other epoch after that, so over any two consecutive epochs each image is
+    seen both ways.
+    """
+    indices = np.asarray(indices, dtype=np.int64)
+    t = translate
+    tb = keyed_bits(seed, epoch, indices, STREAM_TRANSLATE)
+    ox = (tb % np.uint64(2 * t + 1)).astype(np.int32)
+    oy = ((tb >> np.uint64(16)) % np.uint64(2 * t + 1)).astype(np.int32)
+    if flip:
+        first = (keyed_bits(seed, 0, indices, STREAM_FLIP) & np.uint64(1)).astype(bool)
+        fl = first ^ bool(epoch % 2)
+    else:
+        fl = np.zeros(len(indices), dtype=bool)
+    if cutout > 0:
+        cb = keyed_bits(seed, epoch, indices, STREAM_CUTOUT)
+        span = np.uint64(size - cutout + 1)
+        cx = (cb % span).astype(np.int32)
+        cy = ((cb >> np.uint64(20)) % span).astype(np.int32)
+    else:
+        cx = cy = np.zeros(len(indices), dtype=np.int32)
+    return AugmentParams(ox, oy, fl, cx, cy, cutout)
+
+
+def normalisation(mean: tuple[float, ...], std: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """float32 (scale, shift) per channel so that x = u8 * scale + shift
+    equals (u8 / 255 - mean) / std."""
+    std_ = np.asarray(std, dtype=np.float64)
+    scale = (1.0 / (255.0 * std_)).astype(np.float32)
+    shift = (-np.asarray(mean, dtype=np.float64) / std_).astype(np.float32)
+    return scale, shift
+
+
+def pad_reflect(images: np.ndarray, pad: int) -> np.ndarray:
+    """Reflect-pad an NHWC uint8 array once, for the whole dataset."""
+    if pad == 0:
+        return np.ascontiguousarray(images)
+    return np.pad(images, ((0, 0), (pad, pad), (pad, pad), (0, 0)), mode="reflect")
+
+
+@register("augment", "torch")
+def augment_torch(
+    padded: torch.Tensor,
+    indices: torch.Tensor,
+    params: AugmentParams,
+    scale: torch.Tensor,
+    shift: torch.Tensor,
+    size: int = 32,
+) -> torch.Tensor:
+    """Reference augmentation with torch ops on ``padded``'s device: one
+    gather does translate + flip, then cutout and the affine normalisation."""
+    dev = padded.device
+    ar = torch.arange(size, device=dev)
+    ox = torch.as_tensor(params.ox, device=dev).long()
+    oy = torch.as_tensor(params.oy, device=dev).long()
+    fl = torch.as_tensor(params.flip, device=dev)
+    cols = torch.where(fl[:, None], size - 1 - ar, ar) + ox[:, None]
+    rows = ar[None, :] + oy[:, None]
+    idx = indices.to(dev).long()
+    out = padded[idx[:, None, None], rows[:, :, None], cols[:, None, :]]  # B,H,W,C
+    x = out.float() * scale.to(dev) + shift.to(dev)
+    if params.cutout > 0:
+        cx = torch.as_tensor(params.cut_x, device=dev).long()[:, None]
+        cy = torch.as_tensor(params.cut_y, device=dev).long()[:, None]
+        in_x = (ar[None, :] >= cx) & (ar[None, :] < cx + params.cutout)
+        in_y = (ar[None, :] >= cy) & (ar[None, :] < cy + params.cutout)
+        mask = in_y[:, :, None] & in_x[:, None, :]
+        x = x.masked_fill(mask[..., None], 0.0)
+    return x.permute(0, 3, 1, 2)  # NCHW view of NHWC memory = channels_last

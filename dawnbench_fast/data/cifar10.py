@@ -1,0 +1,210 @@
+"""CIFAR-10 readers: the publisher's binary layout (``data_batch_1.bin`` ...)
+and torchvision's pickle layout (``cifar-10-batches-py/data_batch_1`` ...).
+
+Lookup order: ``--data-dir``, then ``$DAWNBENCH_DATA``, then the per-user
+cache; if nothing is found the canonical binary archive is downloaded into the
+cache and its MD5 checked (unless ``download=False``). Every failure is a
+:class:`DataError` whose message is one line naming the file and the fix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import tarfile
+import tempfile
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+IMAGES_PER_FILE = 10_000
+RECORD_BYTES = 1 + 32 * 32 * 3
+BIN_FILE_BYTES = IMAGES_PER_FILE * RECORD_BYTES  # 30,730,000
+TRAIN_FILES = [f"data_batch_{i}" for i in range(1, 6)]
+TEST_FILES = ["test_batch"]
+
+# MD5s of the publisher's original files.
+BIN_MD5 = {
+    "data_batch_1.bin": "5dd7e06a14cb22eb9f671a540d1b7c25",
+    "data_batch_2.bin": "5ea93a67294ea407fff1d09f752e9692",
+    "data_batch_3.bin": "942cd6a4bcdd0dd3c604fbe906cb4421",
+    "data_batch_4.bin": "ae636b3ba5c66a11e91e8cb52e771fcb",
+    "data_batch_5.bin": "53f37980c15c3d472c316c40844f3f0d",
+    "test_batch.bin": "803d5f7f4d78ea53de84dbe85f74fb6d",
+}
+PICKLE_MD5 = {
+    "data_batch_1": "c99cafc152244af753f735de768cd75f",
+    "data_batch_2": "d4bba439e000b95fd0a9bffe97cbabec",
+    "data_batch_3": "54ebc095f3ab1f0389bbae665268c751",
+    "data_batch_4": "634d18415352ddfa80567beed471001a",
+    "data_batch_5": "482c414d41f54cd18b22e5b47cb7c3cb",
+    "test_batch": "40351d587109b95175f43aff81a1287e",
+}
+ARCHIVE_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz"
+ARCHIVE_MD5 = "c32a1d4ab5d03f1284b67883e8d87530"
+CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
+# Per-channel statistics of the training set on the [0, 1] scale.
+MEAN = (0.4914, 0.4822, 0.4465)
+STD = (0.2470, 0.2435, 0.2616)
+
+FIX = "point --data-dir (or $DAWNBENCH_DATA) at a complete copy of CIFAR-10"
+
+
+class DataError(Exception):
+    """A data problem, explained in one line that names the file and the fix."""
+
+
+@dataclass
+class Cifar10:
+    """The whole dataset in memory as uint8 NHWC arrays."""
+
+    train_images: np.ndarray  # (50000, 32, 32, 3) uint8
+    train_labels: np.ndarray  # (50000,) int64
+    test_images: np.ndarray  # (10000, 32, 32, 3) uint8
+    test_labels: np.ndarray  # (10000,) int64
+    root: Path
+    layout: str  # "binary" or "pickle"
+    verified: bool  # every file matched the original's MD5
+
+
+def md5sum(path: Path, chunk: int = 1 << 22) -> str:
+    h = hashlib.md5()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "dawnbench_fast" / "cifar10"
+
+
+def detect_layout(root: Path) -> tuple[Path, str] | None:
+    """The folder holding the batch files and its layout, or None."""
+    for cand in (root, root / "cifar-10-batches-bin", root / "cifar-10-batches-py"):
+        if (cand / "data_batch_1.bin").exists():
+            return cand, "binary"
+        if (cand / "data_batch_1").exists():
+            return cand, "pickle"
+    return None
+
+
+def _read_binary(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    if not path.exists():
+        raise DataError(f"{path}: file missing; {FIX}")
+    size = path.stat().st_size
+    if size != BIN_FILE_BYTES:
+        raise DataError(
+            f"{path}: {size} bytes, expected {BIN_FILE_BYTES} (truncated or not a CIFAR-10 "
+            f"batch); {FIX}"
+        )
+    want = BIN_MD5.get(path.name)
+    if want is not None and md5sum(path) != want:
+        raise DataError(f"{path}: MD5 mismatch (corrupt file); {FIX}")
+    raw = np.fromfile(path, dtype=np.uint8).reshape(IMAGES_PER_FILE, RECORD_BYTES)
+    labels = raw[:, 0].astype(np.int64)
+    images = raw[:, 1:].reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
+    return np.ascontiguousarray(images), labels
+
+
+def _read_pickle(path: Path) -> tuple[np.ndarray, np.ndarray, bool]:
+    if not path.exists():
+        raise DataError(f"{path}: file missing; {FIX}")
+    try:
+        with open(path, "rb") as f:
+            entry = pickle.load(f, encoding="latin1")
+        data = np.asarray(entry["data"], dtype=np.uint8)
+        labels = np.asarray(entry.get("labels", entry.get("fine_labels")), dtype=np.int64)
+    except Exception as e:  # unpickling errors come in many types
+        raise DataError(f"{path}: truncated or corrupt pickle ({type(e).__name__}); {FIX}") from e
+    if data.shape != (IMAGES_PER_FILE, 3072) or labels.shape != (IMAGES_PER_FILE,):
+        raise DataError(f"{path}: unexpected contents {data.shape}/{labels.shape}; {FIX}")
+    if labels.min() < 0 or labels.max() > 9:
+        raise DataError(f"{path}: labels outside 0..9 (corrupt file); {FIX}")
+    images = data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
+    return np.ascontiguousarray(images), labels, md5sum(path) == PICKLE_MD5.get(path.name)
+
+
+def read_cifar10(folder: Path, layout: str) -> Cifar10:
+    """Read and check every batch file of one layout in ``folder``."""
+    parts: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    verified = True
+    for name in TRAIN_FILES + TEST_FILES:
+        if layout == "binary":
+            parts[name] = _read_binary(folder / f"{name}.bin")
+        else:
+            imgs, labels, ok = _read_pickle(folder / name)
+            parts[name] = imgs, labels
+            verified &= ok
+    return Cifar10(
+        train_images=np.concatenate([parts[n][0] for n in TRAIN_FILES]),
+        train_labels=np.concatenate([parts[n][1] for n in TRAIN_FILES]),
+        test_images=parts["test_batch"][0],
+        test_labels=parts["test_batch"][1],
+        root=folder,
+        layout=layout,
+        verified=verified,
+    )
+
+
+def download(dest: Path, url: str = ARCHIVE_URL, timeout: float = 30.0) -> Path:
+    """Fetch the canonical binary archive into ``dest``, check its MD5 and
+    unpack it atomically. Returns the folder that holds the batch files."""
+    dest.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=dest) as tmp:
+        archive = Path(tmp) / "cifar-10-binary.tar.gz"
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as r, open(archive, "wb") as f:
+                while block := r.read(1 << 20):
+                    f.write(block)
+        except OSError as e:
+            raise DataError(
+                f"CIFAR-10 not found locally and the download from {url} failed ({e}); "
+                f"{FIX}, or pass --data-dir DIR"
+            ) from e
+        if md5sum(archive) != ARCHIVE_MD5:
+            raise DataError(f"{url}: downloaded archive has a wrong MD5; retry, or {FIX}")
+        with tarfile.open(archive) as tar:
+            tar.extractall(tmp, filter="data")
+        final = dest / "cifar-10-batches-bin"
+        os.replace(Path(tmp) / "cifar-10-batches-bin", final)
+    return final
+
+
+def locate(data_dir: str | os.PathLike | None, allow_download: bool = True) -> tuple[Path, str]:
+    """Find CIFAR-10: --data-dir, then $DAWNBENCH_DATA, then the cache;
+    download into the cache as a last resort."""
+    if data_dir is not None:
+        found = detect_layout(Path(data_dir))
+        if found is None:
+            raise DataError(
+                f"--data-dir {data_dir}: no CIFAR-10 batch files there (expected data_batch_1.bin "
+                "or cifar-10-batches-py/data_batch_1); point it at a complete copy"
+            )
+        return found
+    env = os.environ.get("DAWNBENCH_DATA")
+    if env:
+        found = detect_layout(Path(env))
+        if found is None:
+            raise DataError(
+                f"$DAWNBENCH_DATA={env}: no CIFAR-10 batch files there; fix or unset it"
+            )
+        return found
+    found = detect_layout(cache_dir())
+    if found is not None:
+        return found
+    if not allow_download:
+        raise DataError(
+            f"CIFAR-10 not found (no --data-dir, no $DAWNBENCH_DATA, nothing in {cache_dir()}) "
+            "and --no-download is set; pass --data-dir DIR"
+        )
+    return download(cache_dir()), "binary"
+
+
+def load_cifar10(data_dir: str | os.PathLike | None = None, allow_download: bool = True) -> Cifar10:
+    folder, layout = locate(data_dir, allow_download)
+    return read_cifar10(folder, layout)
