@@ -1,0 +1,73 @@
+"""C = A @ B on tensor cores: fp16/bf16 (or fp32/TF32) inputs, fp32
+accumulation, arbitrary strides (so A @ B.T and X @ X.T need no copies),
+autotuned tile configs, grouped program order for L2 reuse.
+
+Used by the linear head and by Muon's Newton-Schulz products (X @ X.T).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from dawnbench_fast.kernels.launches import interpreting
+
+
+def gemm_configs() -> list[triton.Config]:
+    """Autotuning space. The interpreter gets one small config: autotuning
+    there would need a timing function and would measure nothing useful."""
+    if interpreting():
+        return [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4},
+                              num_warps=4, num_stages=1)]
+    shapes = [  # (BM, BN, BK, warps, stages): large tiles for big GEMMs, small for the head
+        (128, 128, 64, 8, 3), (128, 256, 64, 8, 3), (256, 128, 64, 8, 3),
+        (128, 64, 64, 4, 4), (64, 128, 64, 4, 4), (64, 64, 64, 4, 4), (32, 64, 64, 4, 4),
+    ]
+    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8},
+                          num_warps=w, num_stages=s) for bm, bn, bk, w, s in shapes]
+
+
+@triton.jit
+def gemm_kernel(
+    a_ptr, b_ptr, c_ptr, M, N, K,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+    F32_MATH: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    grid_m = tl.cdiv(M, BLOCK_M)
+    grid_n = tl.cdiv(N, BLOCK_N)
+    # Grouped ordering: GROUP_M row-tiles share the same B column-tiles in L2.
+    group = pid // (GROUP_M * grid_n)
+    first_m = group * GROUP_M
+    group_size = tl.minimum(grid_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % (GROUP_M * grid_n)) % group_size
+    pid_n = (pid % (GROUP_M * grid_n)) // group_size
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + rm.to(tl.int64)[:, None] * stride_am + rk[None, :] * stride_ak
+    b_ptrs = b_ptr + rk[:, None] * stride_bk + rn.to(tl.int64)[None, :] * stride_bn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        k_ok = (k0 + rk) < K
+        a = tl.load(a_ptrs, mask=(rm < M)[:, None] & k_ok[None, :], other=0.0)
+        b = tl.load(b_ptrs, mask=k_ok[:, None] & (rn < N)[None, :], other=0.0)
+        if F32_MATH:
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+        acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    c_ptrs = c_ptr + rm.to(tl.int64)[:, None] * stride_cm + rn[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rm < M)[:, None] & (rn < N)[None, :])
+
+
+gemm_autotuned = triton.autotune(configs=gemm_configs(), key=["M", "N", "K", "F32_MATH"])(
+    gemm_kernel
+)
+
+
+def gemm_reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Reference: fp32 product, cast to the input dtype."""
+    return (a.float() @ b.float()).to(a.dtype)

@@ -1,0 +1,516 @@
+"""The Triton backend: custom ops (one per kernel, so profiler traces carry
+their names and shapes), autograd for the model-level ops, FLOP/byte costs
+for the roofline, and registration with :mod:`dawnbench_fast.dispatch`.
+
+Model-level ops registered for ``--kernels triton``:
+- ``conv_group(group, x)``: conv3x3 (+2x2 max-pool +BN statistics, fused) ->
+  finalize -> conv3x3 with the BN+act prologue (+statistics) -> finalize ->
+  BN+act. Backward: BN+act backward and pool scatter are our kernels; the data
+  and weight gradients of the two convolutions (the GEMM part) use
+  ``aten.convolution_backward`` (cuDNN on a GPU).
+- ``bn_act(x, bn, act)``: batch norm (training or eval) + activation.
+- ``linear(x, weight)`` and ``matmul(a, b)``: the tensor-core GEMM.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+from dawnbench_fast.kernels.activations import act_code
+from dawnbench_fast.kernels.affine_act import affine_act_kernel
+from dawnbench_fast.kernels.bn_act_backward import (
+    bn_act_bwd_apply_kernel,
+    bn_act_bwd_reduce_kernel,
+)
+from dawnbench_fast.kernels.bn_finalize import bn_finalize_kernel
+from dawnbench_fast.kernels.bn_stats import channel_stats_kernel
+from dawnbench_fast.kernels.conv3x3 import conv3x3_fwd_kernel
+from dawnbench_fast.kernels.gemm import gemm_autotuned
+from dawnbench_fast.kernels.launches import interpreting, needs_f32_math, record
+
+from dawnbench_fast import dispatch
+
+# None: follow torch.use_deterministic_algorithms(); True/False: force.
+DETERMINISTIC_STATS: bool | None = None
+
+
+def deterministic_stats() -> bool:
+    """Per-tile partials instead of atomics for BN statistics?"""
+    if DETERMINISTIC_STATS is not None:
+        return DETERMINISTIC_STATS
+    return torch.are_deterministic_algorithms_enabled()
+
+
+def _dot_precision(dtype: torch.dtype, conv: bool) -> str:
+    """fp32 operands use TF32 on a GPU exactly when PyTorch's own flag allows it
+    for the matching op, so --kernels triton and torch agree on precision."""
+    if dtype != torch.float32 or interpreting():
+        return "ieee"
+    allowed = torch.backends.cudnn.allow_tf32 if conv else torch.backends.cuda.matmul.allow_tf32
+    return "tf32" if allowed else "ieee"
+
+
+def _reduction_programs(rows: int, block_r: int) -> tuple[int, int]:
+    """(programs, rows per program) for the row-chunked reductions: enough
+    programs to fill a GPU, few in the interpreter (each costs Python time)."""
+    target = 2 if interpreting() else 512
+    blocks = triton.cdiv(rows, block_r)
+    progs = max(1, min(blocks, target))
+    per = triton.cdiv(blocks, progs) * block_r
+    return triton.cdiv(rows, per), per
+
+
+def _block_c(c: int) -> int:
+    return min(64, triton.next_power_of_2(max(c, 1)))
+
+
+_ROWS = 64  # rows per tile of the element-wise / reduction kernels
+
+
+# --------------------------------------------------------------------------
+# Custom ops: one per kernel
+# --------------------------------------------------------------------------
+@torch.library.custom_op("dawnbench::channel_stats", mutates_args=())
+def channel_stats(x2d: torch.Tensor, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-channel partial sums and sums of squares ([P, C] fp32) of R x C."""
+    R, C = x2d.shape
+    x2d = x2d.contiguous()
+    progs, per = _reduction_programs(R, _ROWS)
+    rows_out = 1 if not deterministic else progs
+    psum = torch.zeros(rows_out, C, device=x2d.device, dtype=torch.float32)
+    psumsq = torch.zeros_like(psum)
+    grid = (progs, triton.cdiv(C, _block_c(C)))
+    channel_stats_kernel[grid](x2d, psum, psumsq, R, C, per, ATOMIC=not deterministic,
+                               BLOCK_R=_ROWS, BLOCK_C=_block_c(C))
+    record("channel_stats")
+    return psum, psumsq
+
+
+@channel_stats.register_fake
+def _(x2d, deterministic):
+    p = x2d.new_empty((torch.library.get_ctx().new_dynamic_size(), x2d.shape[1]),
+                      dtype=torch.float32)
+    return p, torch.empty_like(p)
+
+
+@torch.library.custom_op("dawnbench::bn_finalize",
+                         mutates_args=("running_mean", "running_var"))
+def bn_finalize(
+    psum: torch.Tensor, psumsq: torch.Tensor, count: float, weight: torch.Tensor,
+    bias: torch.Tensor, running_mean: torch.Tensor, running_var: torch.Tensor,
+    momentum: float, eps: float, training: bool, update_running: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Sums -> (mean, invstd, scale, shift); updates running stats in training."""
+    C = weight.shape[0]
+    out = [torch.empty(C, device=weight.device, dtype=torch.float32) for _ in range(4)]
+    unbias = count / max(count - 1.0, 1.0)
+    bc = min(256, triton.next_power_of_2(C))
+    bn_finalize_kernel[(triton.cdiv(C, bc),)](
+        psum, psumsq, psum.shape[0], C, float(count), weight.float().contiguous(),
+        bias.float().contiguous(), running_mean, running_var, out[0], out[1], out[2], out[3],
+        float(momentum), float(eps), float(unbias),
+        TRAINING=training, UPDATE_RUNNING=update_running and training, BLOCK_C=bc)
+    record("bn_finalize")
+    return out[0], out[1], out[2], out[3]
+
+
+@bn_finalize.register_fake
+def _(psum, psumsq, count, weight, bias, running_mean, running_var, momentum, eps, training,
+      update_running):
+    e = weight.new_empty(weight.shape, dtype=torch.float32)
+    return e, torch.empty_like(e), torch.empty_like(e), torch.empty_like(e)
+
+
+@torch.library.custom_op("dawnbench::affine_act", mutates_args=())
+def affine_act(x2d: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor,
+               act: str) -> torch.Tensor:
+    """y = act(x * scale + shift) per channel of an R x C matrix."""
+    R, C = x2d.shape
+    x2d = x2d.contiguous()
+    y = torch.empty_like(x2d)
+    grid = (triton.cdiv(R, _ROWS), triton.cdiv(C, _block_c(C)))
+    affine_act_kernel[grid](x2d, scale, shift, y, R, C, ACT=act_code(act),
+                            BLOCK_R=_ROWS, BLOCK_C=_block_c(C))
+    record("affine_act")
+    return y
+
+
+@affine_act.register_fake
+def _(x2d, scale, shift, act):
+    return torch.empty_like(x2d)
+
+
+@torch.library.custom_op("dawnbench::bn_act_bwd_reduce", mutates_args=())
+def bn_act_bwd_reduce(dy: torch.Tensor, x: torch.Tensor, scale: torch.Tensor,
+                      shift: torch.Tensor, act: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-channel sum(g) and sum(g*x), g = dy * act'(x*scale+shift), fp32."""
+    R, C = x.shape
+    x, dy = x.contiguous(), dy.contiguous()
+    progs, per = _reduction_programs(R, _ROWS)
+    pg = torch.empty(progs, C, device=x.device, dtype=torch.float32)
+    pgx = torch.empty_like(pg)
+    grid = (progs, triton.cdiv(C, _block_c(C)))
+    bn_act_bwd_reduce_kernel[grid](dy, x, scale, shift, pg, pgx, R, C, per,
+                                   ACT=act_code(act), BLOCK_R=_ROWS, BLOCK_C=_block_c(C))
+    record("bn_act_bwd_reduce")
+    return pg.sum(0), pgx.sum(0)
+
+
+@bn_act_bwd_reduce.register_fake
+def _(dy, x, scale, shift, act):
+    e = x.new_empty((x.shape[1],), dtype=torch.float32)
+    return e, torch.empty_like(e)
+
+
+@torch.library.custom_op("dawnbench::bn_act_bwd_apply", mutates_args=())
+def bn_act_bwd_apply(dy: torch.Tensor, x: torch.Tensor, scale: torch.Tensor,
+                     shift: torch.Tensor, a: torch.Tensor, b: torch.Tensor, idx: torch.Tensor,
+                     full_shape: list[int], act: str) -> torch.Tensor:
+    """dx = dy*act'(u)*scale + a + b*x for NHWC ``x`` [N, h, w, C]; when ``idx``
+    is non-empty, x is a 2x2 max-pool output and dx is scattered into
+    ``full_shape`` [N, H, W, C] through the stored argmax codes."""
+    N, h, w, C = x.shape
+    x, dy = x.contiguous(), dy.contiguous()
+    pool = idx.numel() > 0
+    H, W = full_shape[1], full_shape[2]
+    if pool and (H % 2 or W % 2):  # floor-mode pool: the dropped edge gets zeros
+        dx = torch.zeros(full_shape, device=x.device, dtype=x.dtype)
+    else:
+        dx = torch.empty(full_shape, device=x.device, dtype=x.dtype)
+    R = N * h * w
+    grid = (triton.cdiv(R, _ROWS), triton.cdiv(C, _block_c(C)))
+    bn_act_bwd_apply_kernel[grid](dy, x, scale, shift, a, b, idx if pool else x, dx,
+                                  R, C, h, w, H, W, ACT=act_code(act), POOL=pool,
+                                  BLOCK_R=_ROWS, BLOCK_C=_block_c(C))
+    record("bn_act_bwd_apply")
+    return dx
+
+
+@bn_act_bwd_apply.register_fake
+def _(dy, x, scale, shift, a, b, idx, full_shape, act):
+    return x.new_empty(full_shape)
+
+
+def conv_blocks(cin: int, cout: int) -> tuple[int, int, int, int]:
+    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps) for the fused conv. tl.dot needs
+    tiles of at least 16; BLOCK_M is a multiple of 4 (whole pooling windows)."""
+    bn = min(128, max(16, triton.next_power_of_2(cout)))
+    bk = min(64, max(16, triton.next_power_of_2(cin)))
+    bm = 64 if interpreting() else 128
+    return bm, bn, bk, (8 if bn >= 128 else 4)
+
+
+def _conv3x3_launch(x, wmat, scale, shift, act, pool, stats, deterministic):
+    """Launch the fused conv; shared by the pooled and unpooled custom ops."""
+    N, H, W, Cin = x.shape
+    Cout = wmat.shape[1]
+    x = x.contiguous()
+    OH, OW = (H // 2, W // 2) if pool else (H, W)
+    y = torch.empty(N, OH, OW, Cout, device=x.device, dtype=x.dtype)
+    idx = torch.empty((N, OH, OW, Cout) if pool else (0,), device=x.device, dtype=torch.int8)
+    bm, bn, bk, warps = conv_blocks(Cin, Cout)
+    rows = N * OH * OW * (4 if pool else 1)
+    grid = (triton.cdiv(rows, bm), triton.cdiv(Cout, bn))
+    p = (1 if not deterministic else grid[0]) if stats else 0
+    psum = torch.zeros(p, Cout, device=x.device, dtype=torch.float32)
+    psumsq = torch.zeros_like(psum)
+    prologue = scale.numel() > 0
+    conv3x3_fwd_kernel[grid](
+        x, wmat, scale if prologue else y, shift if prologue else y, y, idx if pool else y,
+        psum if stats else y, psumsq if stats else y, N, H, W, Cin, Cout, OH, OW,
+        PROLOGUE=prologue, ACT=act_code(act), POOL=pool, STATS=stats,
+        ATOMIC=not deterministic, F32_MATH=needs_f32_math(x.dtype),
+        DOT_PRECISION=_dot_precision(x.dtype, conv=True),
+        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps, num_stages=1 if interpreting() else 3)
+    record("conv3x3_pool_fwd" if pool else "conv3x3_fwd")
+    return y, idx, psum, psumsq
+
+
+def _conv3x3_fake(x, wmat, pool, stats):
+    N, H, W, _ = x.shape
+    Cout = wmat.shape[1]
+    OH, OW = (H // 2, W // 2) if pool else (H, W)
+    y = x.new_empty((N, OH, OW, Cout))
+    idx = x.new_empty((N, OH, OW, Cout) if pool else (0,), dtype=torch.int8)
+    p = torch.library.get_ctx().new_dynamic_size() if stats else 0
+    ps = x.new_empty((p, Cout), dtype=torch.float32)
+    return y, idx, ps, torch.empty_like(ps)
+
+
+@torch.library.custom_op("dawnbench::conv3x3_fwd", mutates_args=())
+def conv3x3_fwd(x: torch.Tensor, wmat: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor,
+                act: str, stats: bool,
+                deterministic: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Fused conv3x3 over NHWC ``x`` [N, H, W, Cin] with ``wmat`` [9*Cin, Cout]
+    (tap-major). Non-empty ``scale``/``shift`` enable the act(x*scale+shift)
+    prologue. Returns (y [N, H, W, Cout], empty, partial sum, partial sum of
+    squares ([P, Cout] fp32; empty without stats))."""
+    return _conv3x3_launch(x, wmat, scale, shift, act, False, stats, deterministic)
+
+
+@conv3x3_fwd.register_fake
+def _(x, wmat, scale, shift, act, stats, deterministic):
+    return _conv3x3_fake(x, wmat, False, stats)
+
+
+@torch.library.custom_op("dawnbench::conv3x3_pool_fwd", mutates_args=())
+def conv3x3_pool_fwd(x: torch.Tensor, wmat: torch.Tensor, scale: torch.Tensor,
+                     shift: torch.Tensor, act: str, stats: bool, deterministic: bool
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """As conv3x3_fwd followed by a floor-mode 2x2 max-pool in the epilogue:
+    y is [N, H//2, W//2, Cout], with the window argmax (0..3, int8) and the
+    statistics of the pooled output."""
+    return _conv3x3_launch(x, wmat, scale, shift, act, True, stats, deterministic)
+
+
+@conv3x3_pool_fwd.register_fake
+def _(x, wmat, scale, shift, act, stats, deterministic):
+    return _conv3x3_fake(x, wmat, True, stats)
+
+
+@torch.library.custom_op("dawnbench::gemm", mutates_args=())
+def gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a [M, K] @ b [K, N] (any strides), fp32 accumulation, output in a's dtype."""
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"dawnbench::gemm needs [M, K] @ [K, N], got {tuple(a.shape)} @ {tuple(b.shape)}")
+    M, K = a.shape
+    N = b.shape[1]
+    b = b.to(a.dtype)
+    c = torch.empty(M, N, device=a.device, dtype=a.dtype)
+
+    def grid(meta):
+        return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
+
+    gemm_autotuned[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                         c.stride(0), c.stride(1), F32_MATH=needs_f32_math(a.dtype),
+                         DOT_PRECISION=_dot_precision(a.dtype, conv=False))
+    record("gemm")
+    return c
+
+
+@gemm.register_fake
+def _(a, b):
+    return a.new_empty((a.shape[0], b.shape[1]))
+
+
+def _gemm_setup(ctx, inputs, output):
+    a, b = inputs
+    ctx.save_for_backward(a, b)
+    ctx.b_dtype = b.dtype
+
+
+def _gemm_backward(ctx, grad):
+    a, b = ctx.saved_tensors
+    grad = grad.to(a.dtype)
+    da = gemm(grad, b.to(a.dtype).t()) if ctx.needs_input_grad[0] else None
+    db = gemm(a.t(), grad).to(ctx.b_dtype) if ctx.needs_input_grad[1] else None
+    return da, db
+
+
+gemm.register_autograd(_gemm_backward, setup_context=_gemm_setup)
+
+
+# --------------------------------------------------------------------------
+# Autograd: batch norm + activation, and the fused conv group
+# --------------------------------------------------------------------------
+def _momentum(bn: torch.nn.BatchNorm2d) -> float:
+    if bn.momentum is not None:
+        return float(bn.momentum)
+    return 1.0 / float(bn.num_batches_tracked.item())  # cumulative average
+
+
+def _bn_training(bn: torch.nn.BatchNorm2d) -> bool:
+    return bn.training or bn.running_mean is None
+
+
+def _bn_coefficients(g_sum, gx_sum, mean, invstd, scale, count, training):
+    """From sum(g), sum(g*x): (d weight, d bias, A, B) with dx = g*scale + A + B*x.
+    In training the batch mean/variance depend on x, which A and B carry."""
+    g_xhat = invstd * (gx_sum - mean * g_sum)
+    if not training:
+        z = torch.zeros_like(g_sum)
+        return g_xhat, g_sum, z, z
+    b = -scale * invstd * g_xhat / count
+    a = -scale * g_sum / count - b * mean
+    return g_xhat, g_sum, a, b
+
+
+def _finalize(psum, psumsq, count, bn, training):
+    if training and bn.running_mean is not None:
+        bn.num_batches_tracked.add_(1)
+    rm = bn.running_mean if bn.running_mean is not None else psum.new_zeros(bn.num_features)
+    rv = bn.running_var if bn.running_var is not None else psum.new_ones(bn.num_features)
+    w = bn.weight if bn.weight is not None else psum.new_ones(bn.num_features)
+    b = bn.bias if bn.bias is not None else psum.new_zeros(bn.num_features)
+    if not training:
+        psum = psumsq = psum.new_zeros(1, bn.num_features)
+    return bn_finalize(psum, psumsq, float(count), w.detach(), b.detach(), rm, rv,
+                       _momentum(bn) if training else 0.0, float(bn.eps), training,
+                       bn.running_mean is not None)
+
+
+def _empty_f32(device) -> torch.Tensor:
+    return torch.empty(0, device=device, dtype=torch.float32)
+
+
+class _BNAct(torch.autograd.Function):
+    """Batch norm + activation on NHWC x [N, H, W, C]."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, bn, act):
+        N, H, W, C = x.shape
+        x2d = x.reshape(-1, C)
+        training = _bn_training(bn)
+        if training:
+            psum, psumsq = channel_stats(x2d, deterministic_stats())
+        else:
+            psum = psumsq = _empty_f32(x.device)
+        mean, invstd, scale, shift = _finalize(psum, psumsq, x2d.shape[0], bn, training)
+        y = affine_act(x2d, scale, shift, act)
+        ctx.save_for_backward(x, mean, invstd, scale, shift)
+        ctx.act, ctx.training = act, training
+        return y.view(N, H, W, C)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, mean, invstd, scale, shift = ctx.saved_tensors
+        C = x.shape[-1]
+        dy2 = dy.reshape(-1, C).to(x.dtype)
+        g_sum, gx_sum = bn_act_bwd_reduce(dy2, x.reshape(-1, C), scale, shift, ctx.act)
+        dw, db, a, b = _bn_coefficients(g_sum, gx_sum, mean, invstd, scale,
+                                        float(dy2.shape[0]), ctx.training)
+        dx = bn_act_bwd_apply(dy.to(x.dtype), x, scale, shift, a, b,
+                              torch.empty(0, device=x.device, dtype=torch.int8),
+                              list(x.shape), ctx.act)
+        return dx, dw, db, None, None
+
+
+def _nhwc(x: torch.Tensor) -> torch.Tensor:
+    """NCHW-shaped tensor -> contiguous NHWC (free for channels_last input)."""
+    return x.permute(0, 2, 3, 1).contiguous()
+
+
+def _compute_dtype(x: torch.Tensor) -> torch.dtype:
+    if torch.is_autocast_enabled(x.device.type):
+        return torch.get_autocast_dtype(x.device.type)
+    return x.dtype
+
+
+def _wmat(w: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """[Cout, Cin, 3, 3] -> [9*Cin, Cout], tap-major, the conv kernel's B operand."""
+    return w.to(dtype).permute(2, 3, 1, 0).reshape(-1, w.shape[0]).contiguous()
+
+
+def _conv_backward(dy_nhwc, x_nhwc, w, need_input):
+    """Data and weight gradients of a 3x3 'same' conv: the GEMM part of the
+    backward runs in aten.convolution_backward (cuDNN on a GPU), on
+    channels_last views of our NHWC buffers."""
+    dyc = dy_nhwc.permute(0, 3, 1, 2)
+    xc = x_nhwc.permute(0, 3, 1, 2)
+    dx, dw, _ = torch.ops.aten.convolution_backward(
+        dyc, xc, w.to(x_nhwc.dtype), None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1,
+        [need_input, True, False])
+    return dx, dw
+
+
+class _ConvGroup(torch.autograd.Function):
+    """conv3x3 -> maxpool2 -> BN -> act -> conv3x3 -> BN -> act on NHWC input."""
+
+    @staticmethod
+    def forward(ctx, x, w1, w2, bw1, bb1, bw2, bb2, group, dtype):
+        N, H, W, _ = x.shape
+        det = deterministic_stats()
+        act = group.act
+        tr1, tr2 = _bn_training(group.norm1), _bn_training(group.norm2)
+        e = _empty_f32(x.device)
+        y1, idx1, ps1, pq1 = conv3x3_pool_fwd(x, _wmat(w1, dtype), e, e, act, tr1, det)
+        _, PH, PW, C1 = y1.shape
+        mean1, inv1, sc1, sh1 = _finalize(ps1, pq1, N * PH * PW, group.norm1, tr1)
+        z2, _, ps2, pq2 = conv3x3_fwd(y1, _wmat(w2, dtype), sc1, sh1, act, tr2, det)
+        C2 = z2.shape[-1]
+        mean2, inv2, sc2, sh2 = _finalize(ps2, pq2, N * PH * PW, group.norm2, tr2)
+        out = affine_act(z2.view(-1, C2), sc2, sh2, act).view(z2.shape)
+        ctx.save_for_backward(x, w1, w2, y1, idx1, z2, mean1, inv1, sc1, sh1,
+                              mean2, inv2, sc2, sh2)
+        ctx.act, ctx.training = act, (tr1, tr2)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        x, w1, w2, y1, idx1, z2, mean1, inv1, sc1, sh1, mean2, inv2, sc2, sh2 = ctx.saved_tensors
+        act = ctx.act
+        N, PH, PW, C1 = y1.shape
+        count = float(N * PH * PW)
+        no_idx = torch.empty(0, device=x.device, dtype=torch.int8)
+        # second BN + act
+        C2 = z2.shape[-1]
+        dout = dout.to(z2.dtype).contiguous()
+        g, gx = bn_act_bwd_reduce(dout.view(-1, C2), z2.view(-1, C2), sc2, sh2, act)
+        dbw2, dbb2, a2, b2 = _bn_coefficients(g, gx, mean2, inv2, sc2, count, ctx.training[1])
+        dz2 = bn_act_bwd_apply(dout, z2, sc2, sh2, a2, b2, no_idx, list(z2.shape), act)
+        # second conv: recompute its input act(bn(y1)) instead of having stored it
+        a1 = affine_act(y1.view(-1, C1), sc1, sh1, act).view(y1.shape)
+        da1, dw2 = _conv_backward(dz2, a1, w2, True)
+        da1 = _nhwc(da1)
+        # first BN + act, scattered back through the max-pool
+        g, gx = bn_act_bwd_reduce(da1.view(-1, C1), y1.view(-1, C1), sc1, sh1, act)
+        dbw1, dbb1, a1c, b1c = _bn_coefficients(g, gx, mean1, inv1, sc1, count, ctx.training[0])
+        dz1 = bn_act_bwd_apply(da1, y1, sc1, sh1, a1c, b1c, idx1,
+                               [N, x.shape[1], x.shape[2], C1], act)
+        dx, dw1 = _conv_backward(dz1, x, w1, ctx.needs_input_grad[0])
+        dx = _nhwc(dx) if dx is not None else None
+        return (dx, dw1.to(w1.dtype), dw2.to(w2.dtype), dbw1, dbb1, dbw2, dbb2, None, None)
+
+
+# --------------------------------------------------------------------------
+# Model-level ops for dispatch
+# --------------------------------------------------------------------------
+@dispatch.register("bn_act", "triton")
+def bn_act(x: torch.Tensor, bn: torch.nn.BatchNorm2d, act: str = "gelu") -> torch.Tensor:
+    """Triton batch norm + activation; x is NCHW-shaped (any memory format),
+    the result is NCHW-shaped in channels_last memory."""
+    y = _BNAct.apply(_nhwc(x), bn.weight, bn.bias, bn, act)
+    return y.permute(0, 3, 1, 2)
+
+
+@dispatch.register("conv_group", "triton")
+def conv_group(group: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """Triton forward/backward of a models.layers.ConvGroup (see module doc)."""
+    if x.shape[-1] < 2 or x.shape[-2] < 2:
+        raise ValueError(f"conv_group: input {tuple(x.shape)} is too small for the 2x2 pool")
+    dtype = _compute_dtype(x)
+    xh = _nhwc(x).to(dtype)
+    n1, n2 = group.norm1, group.norm2
+    y = _ConvGroup.apply(xh, group.conv1.weight, group.conv2.weight, n1.weight, n1.bias,
+                         n2.weight, n2.bias, group, dtype)
+    return y.permute(0, 3, 1, 2)
+
+
+@dispatch.register("linear", "triton")
+def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """x [*, K] @ weight[N, K].T on the Triton GEMM (autocast-aware)."""
+    dtype = _compute_dtype(x)
+    lead = x.shape[:-1]
+    y = gemm(x.reshape(-1, x.shape[-1]).to(dtype), weight.to(dtype).t())
+    return y.view(*lead, weight.shape[0])
+
+
+@dispatch.register("matmul", "triton")
+def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """2-D a @ b on the Triton GEMM, e.g. Newton-Schulz's X @ X.T (pass X.T:
+    strides make the transpose free)."""
+    return gemm(a, b)
+
+
+def _probe(device: torch.device) -> str | None:
+    if device.type == "cuda":
+        return None if torch.cuda.is_available() else "no CUDA device is visible"
+    if device.type == "cpu" and interpreting():
+        return None
+    return (f"Triton kernels need a CUDA device, not {device.type} "
+            "(TRITON_INTERPRET=1 runs them, slowly, in the CPU interpreter)")
+
+
+dispatch.register_probe("triton", _probe)
+
+from dawnbench_fast.kernels import costs as _costs  # noqa: E402,F401  (registers FLOP/byte formulas)
