@@ -46,6 +46,7 @@ class Unit:
     flops: float = 0.0
     bytes: float = 0.0
     time_us: float = 0.0
+    matmul_flops: float = 0.0
     kernels: list[Kernel] = field(default_factory=list)
 
 
@@ -83,9 +84,9 @@ def attribute(trace: Trace) -> Attribution:
                 op.name in DESCEND_IF_PARENT or _has_same_name_descendant(op)
             )
             if not open_up:
-                result = costs.count(op.name, op.shapes, op.dtypes, op.concrete)
+                result = costs.count_split(op.name, op.shapes, op.dtypes, op.concrete)
                 if result is not None:
-                    unit = Unit(op, True, result[0], result[1], op.dur)
+                    unit = Unit(op, True, result[0], result[1], op.dur, result[2])
                     units.append(unit)
                     for d in op.walk():
                         owner[id(d)] = unit

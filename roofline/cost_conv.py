@@ -124,7 +124,7 @@ def conv_backend(shapes: list, dtypes: list, conc: list) -> tuple[float, float] 
 
 
 @cost("aten::convolution_backward", "aten::convolution_backward_overrideable")
-def convolution_backward(shapes: list, dtypes: list, conc: list) -> tuple[float, float] | None:
+def convolution_backward(shapes: list, dtypes: list, conc: list) -> tuple | None:
     # (grad_output, input, weight, bias_sizes, stride, padding, dilation,
     #  transposed, output_padding, groups, output_mask)
     if len(shapes) < 3 or not shapes[0] or not shapes[1] or not shapes[2]:
@@ -137,6 +137,7 @@ def convolution_backward(shapes: list, dtypes: list, conc: list) -> tuple[float,
     # MACs of the forward, from the recorded grad_output size (no padding maths)
     macs = conv_macs(x, w, gy[2:], transposed)
     flops = 0.0
+    bias_flops = 0.0
     nbytes = float(tensor_bytes(gy, dtypes[0]))
     if mask[0]:  # grad_input: reads grad_output and weight, writes grad_input
         flops += 2 * macs
@@ -145,9 +146,10 @@ def convolution_backward(shapes: list, dtypes: list, conc: list) -> tuple[float,
         flops += 2 * macs
         nbytes += tensor_bytes(x, dtypes[1]) + tensor_bytes(w, dtypes[2])
     if mask[2]:  # grad_bias: a sum over everything but the channel
-        flops += numel(gy)
+        bias_flops = float(numel(gy))
         nbytes += gy[1] * itemsize(dtypes[0])
-    return flops, nbytes
+    # third element: only the 2 x MAC part belongs to the matmul/conv subtotal
+    return flops + bias_flops, nbytes, flops
 
 
 # These ops' FLOPs form the "matmul/conv" subtotal of a report.

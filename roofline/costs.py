@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 Shape = list[int]
-Cost = tuple[float, float]
+Cost = tuple[float, float]  # formulas may add a third element: see count_split
 CostFn = Callable[..., Cost | None]
 
 # Bytes per element for the dtype names the profiler writes in "Input type".
@@ -143,6 +143,20 @@ def count(
 ) -> Cost | None:
     """(FLOPs, minimal bytes) of one call, or None when ``op_name`` has no
     formula or these inputs do not determine its cost."""
+    full = count_split(op_name, shapes, dtypes, concrete)
+    return None if full is None else (full[0], full[1])
+
+
+def count_split(
+    op_name: str,
+    shapes: Sequence[Any],
+    dtypes: Sequence[str],
+    concrete: Sequence[str] | None = None,
+) -> tuple[float, float, float] | None:
+    """(FLOPs, minimal bytes, the FLOPs that belong to the matmul/conv
+    subtotal). A formula may return a third element for ops that mix both
+    (a conv backward's bias gradient is a reduction, not 2 x MAC work);
+    otherwise all of a matmul op's FLOPs and none of another op's count."""
     _load_builtins()
     entry = _REGISTRY.get(op_name)
     if entry is None:
@@ -158,8 +172,12 @@ def count(
         result = fn(shapes, dtypes)
     if result is None:
         return None
-    flops, nbytes = result
-    return float(flops), float(nbytes)
+    flops, nbytes = float(result[0]), float(result[1])
+    if len(result) > 2:
+        mm = float(result[2])
+    else:
+        mm = flops if op_name in _MATMUL_OPS else 0.0
+    return flops, nbytes, mm
 
 
 def _takes_concrete(fn: CostFn) -> bool:

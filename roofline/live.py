@@ -115,7 +115,9 @@ def profile_training(
     with capture(trace_path=out / "trace.json", steps=steps) as cap:
         for _ in range(steps):
             step()
-    peak_device = device if device and device != "cuda" else None
+    # a torch device string ("cuda:0") means "detect that GPU"; "cpu" means
+    # this CPU's measured peaks; anything else is a peak-table name
+    peak_device = None if device is None or str(device).startswith("cuda") else str(device)
     rep = cap.report(device=peak_device, peaks_file=peaks_file, steps=steps)
     write_report_set(rep, out)
     return out

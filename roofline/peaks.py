@@ -175,7 +175,7 @@ def resolve_peaks(device: str | None = None, peaks_file: str | None = None,
     if peaks_file:
         return load_peaks_file(peaks_file)
     if device:
-        if device.lower() == "cpu":
+        if device.lower().split(":")[0] == "cpu":
             from dawnbench_fast.roofline.cpu_peaks import cpu_peaks
 
             return cpu_peaks()

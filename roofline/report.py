@@ -43,6 +43,7 @@ class Row:
     time_us: float = 0.0
     flops: float = 0.0
     bytes: float = 0.0
+    matmul_flops: float = 0.0  # the part of flops in the matmul/conv subtotal
     measured_flops: float | None = None
     measured_bytes: float | None = None
     kernels: list[str] = field(default_factory=list)
@@ -177,6 +178,7 @@ def report_from_attribution(
         row.time_us += u.time_us
         row.flops += u.flops
         row.bytes += u.bytes
+        row.matmul_flops += u.matmul_flops
         for k in u.kernels:
             if k.name not in row.kernels:
                 row.kernels.append(k.name)
@@ -206,7 +208,7 @@ def report_from_attribution(
 
     flops = sum(r.flops for r in row_list)
     nbytes = sum(r.bytes for r in row_list)
-    mm_flops = sum(r.flops for r in row_list if r.matmul)
+    mm_flops = sum(r.matmul_flops for r in row_list)
     mm_time = sum(r.time_us for r in row_list if r.matmul)
     # the step's dominant precision: that of most matmul/conv FLOPs
     by_prec: dict[str, float] = {}
