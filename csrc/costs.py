@@ -1,0 +1,91 @@
+"""FLOP and minimal-byte formulas of the ``dawnbench::csrc_*`` custom ops for
+the roofline tool (its conventions: FLOP = 2 x MAC; bytes = every tensor input
+read once + every output written once; arguments as the profiler records
+them, ``[]`` for non-tensors). Registered at import when the roofline package
+is present."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+ITEM_BYTES = {"float": 4, "c10::BFloat16": 2, "c10::Half": 2, "unsigned char": 1, "int": 4,
+              "long int": 8, "long long int": 8}
+# FLOPs per element of each activation forward (its derivative: about twice).
+ACT_FLOPS = {"identity": 0, "relu": 1, "gelu": 8, "silu": 4}
+
+
+def _numel(shape: Sequence[int]) -> int:
+    return int(math.prod(shape)) if shape else 0
+
+
+def _nbytes(shape: Sequence[int], dtype: Any) -> int:
+    return _numel(shape) * ITEM_BYTES.get(str(dtype), 4)
+
+
+def _act(concrete: Sequence[Any] | None, i: int) -> int:
+    if concrete and len(concrete) > i:
+        name = str(concrete[i]).strip("'\"")
+        if name in ACT_FLOPS:
+            return ACT_FLOPS[name]
+    return ACT_FLOPS["gelu"]
+
+
+def bn_act_fwd_cost(shapes, dtypes, concrete=None):
+    """Statistics (3 FLOPs/element), normalise (2), activation."""
+    x = shapes[0]
+    n, c = _numel(x), (x[1] if len(x) > 1 else 1)
+    flops = (3 + 2 + _act(concrete, 8)) * n
+    nbytes = 2 * _nbytes(x, dtypes[0]) + (2 + 4) * 4 * c  # x, y; w, b; stats + running
+    return flops, nbytes
+
+
+def bn_act_bwd_cost(shapes, dtypes, concrete=None):
+    """Recompute z (2), act' (2x act), g (1), two sums (3), dx (4)."""
+    x = shapes[0]
+    n, c = _numel(x), (x[1] if len(x) > 1 else 1)
+    flops = (10 + 2 * _act(concrete, 4)) * n
+    nbytes = 3 * _nbytes(x, dtypes[0]) + 7 * 4 * c  # x, dy, dx; stats, dw, db
+    return flops, nbytes
+
+
+def augment_cost(shapes, dtypes, concrete=None):
+    """One multiply and one add per output element; one uint8 read each."""
+    b = shapes[1][0] if shapes[1] else 0
+    c = shapes[0][-1] if shapes[0] else 3
+    size = int(concrete[5]) if concrete and len(concrete) > 5 and str(concrete[5]).isdigit() else 32
+    out_item = 4
+    if concrete and len(concrete) > 7 and ("16" in str(concrete[7])):
+        out_item = 2
+    n = b * size * size * c
+    return 2 * n, n * (1 + out_item) + b * (8 + 20)
+
+
+def gemm_mma_cost(shapes, dtypes, concrete=None):
+    a, b = shapes[0], shapes[1]
+    m, k = a
+    n = b[1]
+    return 2 * m * n * k, _nbytes(a, dtypes[0]) + _nbytes(b, dtypes[1]) + 4 * m * n
+
+
+COSTS = {
+    "dawnbench::csrc_bn_act_fwd": (bn_act_fwd_cost, False),
+    "dawnbench::csrc_bn_act_bwd": (bn_act_bwd_cost, False),
+    "dawnbench::csrc_augment": (augment_cost, False),
+    "dawnbench::csrc_gemm_mma": (gemm_mma_cost, True),
+}
+
+
+def register_all() -> bool:
+    """Register every formula with the roofline tool; False when it is absent."""
+    try:
+        from dawnbench_fast.roofline.costs import register_cost
+    except ImportError:
+        return False
+    for name, (fn, is_mm) in COSTS.items():
+        register_cost(name, fn, matmul=is_mm)
+    return True
+
+
+register_all()

@@ -1,0 +1,25 @@
+// Shared definitions for code that builds three ways: nvcc (the extension),
+// NVRTC (CuPy's RawModule at run time) and a plain C++ compiler (the CPU/OpenMP
+// build). NVRTC has no standard headers, so nothing here includes one; the
+// 16-bit float types are plain bit patterns converted by hand.
+#pragma once
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define DBF_DEVICE_COMPILE 1
+#define DBF_HD __host__ __device__ __forceinline__
+#else
+#define DBF_HD inline
+#endif
+
+namespace dbf {
+
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef long long i64;
+
+// Element types, matched by value in every binding and in ops.py.
+enum DType { kF32 = 0, kBF16 = 1, kF16 = 2 };
+// Activations, matched by value in ops.py (ACT_CODES).
+enum Act { kIdentity = 0, kRelu = 1, kGelu = 2, kSilu = 3 };
+
+}  // namespace dbf
