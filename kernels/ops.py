@@ -18,6 +18,7 @@ import torch
 import triton
 from dawnbench_fast.kernels.activations import act_code
 from dawnbench_fast.kernels.affine_act import affine_act_kernel
+from dawnbench_fast.kernels.augment import augment_kernel
 from dawnbench_fast.kernels.bn_act_backward import (
     bn_act_bwd_apply_kernel,
     bn_act_bwd_reduce_kernel,
@@ -26,7 +27,7 @@ from dawnbench_fast.kernels.bn_finalize import bn_finalize_kernel
 from dawnbench_fast.kernels.bn_stats import channel_stats_kernel
 from dawnbench_fast.kernels.conv3x3 import conv3x3_fwd_kernel
 from dawnbench_fast.kernels.gemm import gemm_autotuned
-from dawnbench_fast.kernels.launches import interpreting, needs_f32_math, record
+from dawnbench_fast.kernels.launches import interpreting, needs_f32_math, new_output, record
 
 from dawnbench_fast import dispatch
 
@@ -76,9 +77,12 @@ def channel_stats(x2d: torch.Tensor, deterministic: bool) -> tuple[torch.Tensor,
     R, C = x2d.shape
     x2d = x2d.contiguous()
     progs, per = _reduction_programs(R, _ROWS)
-    rows_out = 1 if not deterministic else progs
-    psum = torch.zeros(rows_out, C, device=x2d.device, dtype=torch.float32)
-    psumsq = torch.zeros_like(psum)
+    if deterministic:  # every program writes its own row
+        psum = new_output((progs, C), torch.float32, x2d.device)
+        psumsq = new_output((progs, C), torch.float32, x2d.device)
+    else:  # atomics accumulate into zeros
+        psum = torch.zeros(1, C, device=x2d.device, dtype=torch.float32)
+        psumsq = torch.zeros_like(psum)
     grid = (progs, triton.cdiv(C, _block_c(C)))
     channel_stats_kernel[grid](x2d, psum, psumsq, R, C, per, ATOMIC=not deterministic,
                                BLOCK_R=_ROWS, BLOCK_C=_block_c(C))
@@ -102,7 +106,7 @@ def bn_finalize(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Sums -> (mean, invstd, scale, shift); updates running stats in training."""
     C = weight.shape[0]
-    out = [torch.empty(C, device=weight.device, dtype=torch.float32) for _ in range(4)]
+    out = [new_output(C, torch.float32, weight.device) for _ in range(4)]
     unbias = count / max(count - 1.0, 1.0)
     bc = min(256, triton.next_power_of_2(C))
     bn_finalize_kernel[(triton.cdiv(C, bc),)](
@@ -127,7 +131,7 @@ def affine_act(x2d: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor,
     """y = act(x * scale + shift) per channel of an R x C matrix."""
     R, C = x2d.shape
     x2d = x2d.contiguous()
-    y = torch.empty_like(x2d)
+    y = new_output(x2d.shape, x2d.dtype, x2d.device)
     grid = (triton.cdiv(R, _ROWS), triton.cdiv(C, _block_c(C)))
     affine_act_kernel[grid](x2d, scale, shift, y, R, C, ACT=act_code(act),
                             BLOCK_R=_ROWS, BLOCK_C=_block_c(C))
@@ -147,8 +151,8 @@ def bn_act_bwd_reduce(dy: torch.Tensor, x: torch.Tensor, scale: torch.Tensor,
     R, C = x.shape
     x, dy = x.contiguous(), dy.contiguous()
     progs, per = _reduction_programs(R, _ROWS)
-    pg = torch.empty(progs, C, device=x.device, dtype=torch.float32)
-    pgx = torch.empty_like(pg)
+    pg = new_output((progs, C), torch.float32, x.device)
+    pgx = new_output((progs, C), torch.float32, x.device)
     grid = (progs, triton.cdiv(C, _block_c(C)))
     bn_act_bwd_reduce_kernel[grid](dy, x, scale, shift, pg, pgx, R, C, per,
                                    ACT=act_code(act), BLOCK_R=_ROWS, BLOCK_C=_block_c(C))
@@ -176,7 +180,7 @@ def bn_act_bwd_apply(dy: torch.Tensor, x: torch.Tensor, scale: torch.Tensor,
     if pool and (H % 2 or W % 2):  # floor-mode pool: the dropped edge gets zeros
         dx = torch.zeros(full_shape, device=x.device, dtype=x.dtype)
     else:
-        dx = torch.empty(full_shape, device=x.device, dtype=x.dtype)
+        dx = new_output(full_shape, x.dtype, x.device)
     R = N * h * w
     grid = (triton.cdiv(R, _ROWS), triton.cdiv(C, _block_c(C)))
     bn_act_bwd_apply_kernel[grid](dy, x, scale, shift, a, b, idx if pool else x, dx,
@@ -206,14 +210,15 @@ def _conv3x3_launch(x, wmat, scale, shift, act, pool, stats, deterministic):
     Cout = wmat.shape[1]
     x = x.contiguous()
     OH, OW = (H // 2, W // 2) if pool else (H, W)
-    y = torch.empty(N, OH, OW, Cout, device=x.device, dtype=x.dtype)
-    idx = torch.empty((N, OH, OW, Cout) if pool else (0,), device=x.device, dtype=torch.int8)
+    y = new_output((N, OH, OW, Cout), x.dtype, x.device)
+    idx = new_output((N, OH, OW, Cout) if pool else (0,), torch.int8, x.device)
     bm, bn, bk, warps = conv_blocks(Cin, Cout)
     rows = N * OH * OW * (4 if pool else 1)
     grid = (triton.cdiv(rows, bm), triton.cdiv(Cout, bn))
     p = (1 if not deterministic else grid[0]) if stats else 0
-    psum = torch.zeros(p, Cout, device=x.device, dtype=torch.float32)
-    psumsq = torch.zeros_like(psum)
+    alloc = torch.zeros if not deterministic else new_output  # atomics need zeros
+    psum = alloc((p, Cout), dtype=torch.float32, device=x.device)
+    psumsq = alloc((p, Cout), dtype=torch.float32, device=x.device)
     prologue = scale.numel() > 0
     conv3x3_fwd_kernel[grid](
         x, wmat, scale if prologue else y, shift if prologue else y, y, idx if pool else y,
@@ -276,7 +281,7 @@ def gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     M, K = a.shape
     N = b.shape[1]
     b = b.to(a.dtype)
-    c = torch.empty(M, N, device=a.device, dtype=a.dtype)
+    c = new_output((M, N), a.dtype, a.device)
 
     def grid(meta):
         return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
@@ -514,3 +519,50 @@ def _probe(device: torch.device) -> str | None:
 dispatch.register_probe("triton", _probe)
 
 from dawnbench_fast.kernels import costs as _costs  # noqa: E402,F401  (registers FLOP/byte formulas)
+
+
+# --------------------------------------------------------------------------
+# Augmentation
+# --------------------------------------------------------------------------
+@torch.library.custom_op("dawnbench::augment", mutates_args=())
+def augment_batch(
+    padded: torch.Tensor, indices: torch.Tensor, ox: torch.Tensor, oy: torch.Tensor,
+    flip: torch.Tensor, cut_x: torch.Tensor, cut_y: torch.Tensor, cutout: int,
+    scale: torch.Tensor, shift: torch.Tensor, size: int, out_dtype: torch.dtype,
+) -> torch.Tensor:
+    """[B, size, size, C] normalised batch (NHWC) from the padded uint8 dataset."""
+    _, PH, PW, C = padded.shape
+    B = indices.shape[0]
+    out = new_output((B, size, size, C), out_dtype, padded.device)
+    block = min(4096, triton.next_power_of_2(size * size * C))
+    augment_kernel[(B, triton.cdiv(size * size * C, block))](
+        padded, indices, ox, oy, flip, cut_x, cut_y, scale, shift, out, PH, PW, int(cutout),
+        SIZE=size, C=C, BLOCK=block)
+    record("augment")
+    return out
+
+
+@augment_batch.register_fake
+def _(padded, indices, ox, oy, flip, cut_x, cut_y, cutout, scale, shift, size, out_dtype):
+    return padded.new_empty((indices.shape[0], size, size, padded.shape[-1]), dtype=out_dtype)
+
+
+@dispatch.register("augment", "triton")
+def augment(padded: torch.Tensor, indices: torch.Tensor, params, scale: torch.Tensor,
+            shift: torch.Tensor, size: int = 32,
+            out_dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Same contract as ``data.augment.augment_torch`` (NCHW-shaped result in
+    channels_last memory); ``out_dtype`` fp16/bf16 writes the model's dtype
+    directly instead of fp32."""
+    if padded.dtype != torch.uint8 or padded.dim() != 4:
+        raise ValueError("augment: the dataset must be a uint8 NHWC tensor (reflect-padded)")
+    dev = padded.device
+
+    def vec(a, dtype=torch.int32):
+        return torch.as_tensor(a).to(device=dev, dtype=dtype).contiguous()
+
+    out = augment_batch(padded.contiguous(), vec(indices, torch.int64), vec(params.ox),
+                        vec(params.oy), vec(params.flip), vec(params.cut_x), vec(params.cut_y),
+                        int(params.cutout), vec(scale, torch.float32), vec(shift, torch.float32),
+                        size, out_dtype)
+    return out.permute(0, 3, 1, 2)

@@ -1,0 +1,153 @@
+"""The fused conv3x3 (prologue BN+act, epilogue max-pool + BN statistics) and
+the whole conv group (forward and backward) against PyTorch, in the Triton
+interpreter on CPU tensors. Odd spatial sizes exercise the floor-mode pool;
+channel counts are not multiples of the tile sizes.
+
+fp32 uses IEEE dot products here (the interpreter; on a GPU fp32 follows
+torch.backends.cudnn.allow_tf32). fp16 runs the fp16 dot with fp32
+accumulation; bf16 is storage + conversion only (no bf16 arithmetic in the
+interpreter), with tolerances to match.
+"""
+
+import copy
+import zlib
+
+import pytest
+import torch
+from dawnbench_fast.kernels import launch_counts, ops
+from dawnbench_fast.kernels.conv3x3 import conv3x3_reference
+from dawnbench_fast.kernels.launches import poisoned_outputs
+
+from dawnbench_fast.models.layers import ConvGroup
+from dawnbench_fast.models.layers import conv_group as conv_group_ref
+
+
+@pytest.fixture(autouse=True)
+def _seed(request):
+    """Random (never zero) inputs, reproducible per test id."""
+    torch.manual_seed(zlib.crc32(request.node.nodeid.encode()))
+
+TOL = {torch.float32: (1e-4, 1e-4), torch.float16: (1e-2, 1e-2), torch.bfloat16: (5e-2, 5e-2)}
+
+
+def assert_close_scaled(got, want, rel, name=""):
+    """|got - want| <= rel * max|want| everywhere: gradients through a batch
+    norm with eps 1e-12 can be huge on near-constant channels, so an
+    element-wise relative check would judge rounding noise."""
+    err = (got.float() - want.float()).abs().max().item()
+    ref = want.float().abs().max().item()
+    assert err <= rel * ref + 1e-6, f"{name}: max error {err:.3g} vs max |ref| {ref:.3g}"
+
+
+def _run_conv(x_nchw, w, scale, shift, act, pool, deterministic, dtype):
+    xh = x_nchw.permute(0, 2, 3, 1).contiguous().to(dtype)
+    e = torch.empty(0)
+    sc, sh = (scale, shift) if scale is not None else (e, e)
+    fn = ops.conv3x3_pool_fwd if pool else ops.conv3x3_fwd
+    with poisoned_outputs():
+        return fn(xh, ops._wmat(w, dtype), sc, sh, act, True, deterministic)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("pool", [False, True])
+@pytest.mark.parametrize("prologue", [False, True])
+def test_conv3x3_forward(dtype, pool, prologue):
+    n, cin, cout, h, w = (1, 5, 20, 7, 9) if pool else (2, 17, 12, 5, 6)
+    x = torch.randn(n, cin, h, w)
+    weight = torch.randn(cout, cin, 3, 3) / 4
+    scale, shift = (torch.rand(cin) + 0.5, torch.randn(cin)) if prologue else (None, None)
+    y, idx, ps, pq = _run_conv(x, weight, scale, shift, "gelu", pool, False, dtype)
+    # reference on the same rounded operands, fp32 math
+    xr, wr = x.to(dtype).float(), weight.to(dtype).float()
+    if prologue:  # the kernel rounds the activated input to the compute dtype
+        xr = torch.nn.functional.gelu(xr * scale[:, None, None] + shift[:, None, None])
+        xr = xr.to(dtype).float()
+        want = conv3x3_reference(xr, wr, pool=pool)
+    else:
+        want = conv3x3_reference(xr, wr, pool=pool)
+    want = want.permute(0, 2, 3, 1)
+    rtol, atol = TOL[dtype]
+    assert y.dtype == dtype and y.shape == want.shape
+    torch.testing.assert_close(y.float(), want, rtol=rtol, atol=atol)
+    # statistics are of the stored output, fp32
+    yf = y.float().reshape(-1, cout)
+    torch.testing.assert_close(ps.sum(0), yf.sum(0), rtol=1e-4, atol=1e-3)
+    torch.testing.assert_close(pq.sum(0), (yf * yf).sum(0), rtol=1e-4, atol=1e-3)
+    if pool:  # argmax code points at the max of each 2x2 window
+        full = conv3x3_reference(xr, wr).permute(0, 2, 3, 1)[:, : 2 * y.shape[1], : 2 * y.shape[2]]
+        win = full.reshape(n, y.shape[1], 2, y.shape[2], 2, cout).permute(0, 1, 3, 5, 2, 4)
+        picked = win.reshape(*win.shape[:4], 4).gather(-1, idx.long()[..., None])[..., 0]
+        torch.testing.assert_close(picked, want, rtol=rtol, atol=atol)
+        assert int(idx.min()) >= 0 and int(idx.max()) <= 3
+
+
+def test_conv3x3_deterministic_partials_match_atomics():
+    x = torch.randn(3, 6, 9, 8)  # 192 conv rows: several M tiles
+    w = torch.randn(13, 6, 3, 3)
+    _, _, ps_a, pq_a = _run_conv(x, w, None, None, "gelu", True, False, torch.float32)
+    y, _, ps_d, pq_d = _run_conv(x, w, None, None, "gelu", True, True, torch.float32)
+    assert ps_d.shape[0] > 1 and ps_a.shape[0] == 1
+    torch.testing.assert_close(ps_a[0], ps_d.sum(0), rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(pq_a[0], pq_d.sum(0), rtol=1e-5, atol=1e-4)
+
+
+def _groups(cin, cout, act):
+    g = ConvGroup(cin, cout, act=act)
+    with torch.no_grad():
+        for bn in (g.norm1, g.norm2):
+            bn.bias.normal_()
+            bn.running_mean.normal_()
+            bn.running_var.uniform_(0.5, 2)
+        g.conv1.weight.add_(torch.randn_like(g.conv1.weight) * 0.1)
+    return g, copy.deepcopy(g)
+
+
+@pytest.mark.parametrize("shape,cout", [((1, 5, 7, 9), 12), ((2, 24, 6, 6), 20)])
+@pytest.mark.parametrize("act", ["gelu", "relu"])
+def test_conv_group_training_forward_backward(shape, cout, act):
+    g, g_ref = _groups(shape[1], cout, act)
+    x = torch.randn(shape).requires_grad_(True)
+    x_ref = x.detach().clone().requires_grad_(True)
+    before = dict(launch_counts)
+    with poisoned_outputs():
+        y = ops.conv_group(g, x)
+        dy = torch.randn(y.shape)
+        (y * dy).sum().backward()
+    y_ref = conv_group_ref(g_ref, x_ref)
+    (y_ref * dy).sum().backward()
+    torch.testing.assert_close(y, y_ref, rtol=1e-4, atol=1e-4)
+    assert_close_scaled(x.grad, x_ref.grad, 1e-4, "x")
+    for (name, p), p_ref in zip(g.named_parameters(), g_ref.parameters(), strict=True):
+        assert (p.grad is None) == (p_ref.grad is None), name
+        if p.grad is not None:
+            assert_close_scaled(p.grad, p_ref.grad, 1e-4, name)
+    for bn, bn_ref in ((g.norm1, g_ref.norm1), (g.norm2, g_ref.norm2)):
+        torch.testing.assert_close(bn.running_mean, bn_ref.running_mean, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(bn.running_var, bn_ref.running_var, rtol=1e-5, atol=1e-5)
+    for k in ("conv3x3_pool_fwd", "conv3x3_fwd", "bn_finalize", "bn_act_bwd_apply"):
+        assert launch_counts[k] > before.get(k, 0), k
+
+
+def test_conv_group_eval_and_fp16():
+    g, g_ref = _groups(5, 12, "gelu")
+    g.eval()
+    g_ref.eval()
+    x = torch.randn(2, 5, 8, 7)
+    with torch.no_grad(), poisoned_outputs():
+        y = ops.conv_group(g, x)
+        y16 = ops.conv_group(g, x.half())
+    y_ref = conv_group_ref(g_ref, x)
+    torch.testing.assert_close(y, y_ref, rtol=1e-4, atol=1e-4)
+    assert y16.dtype == torch.float16
+    torch.testing.assert_close(y16.float(), y_ref, rtol=3e-2, atol=3e-2)
+
+
+def test_conv_group_bf16_training_storage():
+    """bf16 activations end to end (fp32 math in the interpreter)."""
+    g, g_ref = _groups(6, 16, "gelu")
+    x = torch.randn(2, 6, 6, 6)
+    with poisoned_outputs():
+        y = ops.conv_group(g, x.bfloat16())
+    y_ref = conv_group_ref(g_ref, x.bfloat16().float())
+    assert y.dtype == torch.bfloat16
+    torch.testing.assert_close(y.float(), y_ref, rtol=6e-2, atol=6e-2)
