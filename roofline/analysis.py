@@ -16,10 +16,12 @@ An autograd node (``XBackward0``) without children ran no tensor op and is
 counted at zero cost. Any other op without a formula and without children is
 *uncounted*: it is listed in
 the report by name with its time. An op without a formula that has children
-(autograd wrappers, ``record_function`` ranges, composite ops like
-``cross_entropy_loss``) is a *container*: its children are visited, and its
-self time (Python and framework work between its children) is reported as
-overhead, apart from op time.
+is a *container*: its children are visited. A framework container's self time
+(``record_function`` ranges, autograd wrappers, composite aten ops like
+``cross_entropy_loss``: Python and dispatch work between the children) is
+reported as overhead, apart from op time; any other container (a custom op
+without a formula, whose own code may compute) has its self time listed as
+uncounted op time.
 
 Time: on a CPU trace, a counted op's time is its duration (inclusive of the
 ops inside it). On a trace with GPU activity, it is the summed duration of the
@@ -68,6 +70,19 @@ def display_name(name: str) -> str:
     return _STEP_NUMBER.sub("#*", name)
 
 
+_FRAMEWORK_PREFIXES = ("aten::", "autograd::", "torch::autograd::", "prims::", "ProfilerStep#",
+                       "Optimizer.", "enumerate(DataLoader)", "cudaDeviceSynchronize")
+
+
+def _is_framework(op: Op) -> bool:
+    """Containers whose self time is framework work (dispatch, autograd,
+    Python between ops), not an op's computation: record_function ranges,
+    autograd nodes and wrappers, and composite aten ops (their work is done by
+    the aten ops they call)."""
+    return (op.annotation or op.name.startswith(_FRAMEWORK_PREFIXES)
+            or _AUTOGRAD_NODE.search(op.name) is not None)
+
+
 def _has_same_name_descendant(op: Op) -> bool:
     return any(d.name == op.name for c in op.children for d in c.walk())
 
@@ -99,8 +114,15 @@ def attribute(trace: Trace) -> Attribution:
             units.append(unit)
             owner[id(op)] = unit
             return
-        name = display_name(op.name)
-        overhead[name] = overhead.get(name, 0.0) + op.self_time
+        if _is_framework(op):
+            name = display_name(op.name)
+            overhead[name] = overhead.get(name, 0.0) + op.self_time
+        else:
+            # an op from another namespace (a custom op) without a formula: its
+            # own work between its children is op time that nobody counted
+            unit = Unit(op, False, time_us=op.self_time)
+            units.append(unit)
+            owner[id(op)] = unit
         for c in op.children:
             visit(c)
 

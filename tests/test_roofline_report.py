@@ -1,0 +1,186 @@
+"""Reports from traces recorded here on the CPU: bytes, attribution, the
+custom-op registration path, outputs (text, JSON, PNG, SVG, HTML), the live
+API and the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from dawnbench_fast.roofline.costs import register_cost
+from dawnbench_fast.roofline.outputs import write_report_set
+from dawnbench_fast.roofline.peaks import Peaks
+from dawnbench_fast.roofline.report import build_report
+
+from dawnbench_fast import roofline
+
+# Fixed made-up peaks so that these tests do not run the CPU microbenchmark.
+PEAKS = Peaks("test cpu", {"fp32": 100e9, "bf16": 400e9}, 50e9, "cpu",
+              {"fp32": "test", "bf16": "test", "bandwidth": "test"})
+
+
+def _report(fn, tmp_path, **kw):
+    with roofline.capture(trace_path=tmp_path / "trace.json") as cap:
+        fn()
+    return build_report(cap.trace_path, PEAKS, **kw)
+
+
+def test_elementwise_minimal_bytes(tmp_path):
+    torch.manual_seed(0)
+    a = torch.randn(37, 19)
+    b = torch.randn(37, 19)
+    h = torch.randn(5, 33, dtype=torch.bfloat16)
+    rep = _report(lambda: (torch.add(a, b), F.gelu(h), a.mul_(0.5)), tmp_path)
+    rows = {r.op: r for r in rep.rows}
+    assert rows["aten::add"].bytes == 3 * 37 * 19 * 4
+    assert rows["aten::add"].flops == 37 * 19
+    assert rows["aten::gelu"].bytes == 2 * 5 * 33 * 2
+    assert rows["aten::gelu"].dtypes == "bf16"
+    # in-place: read self, write self, plus the Python scalar, which the
+    # dispatcher wraps as a one-element double tensor
+    mul = rows["aten::mul_"]
+    assert mul.bytes == 2 * 37 * 19 * 4 + 8
+    assert rep.totals["coverage"] >= 0.99
+
+
+def test_batchnorm_pool_softmax_forward_backward_are_counted(tmp_path):
+    torch.manual_seed(1)
+    bn = torch.nn.BatchNorm2d(7)
+    x = torch.randn(3, 7, 9, 11, requires_grad=True)
+
+    def run():
+        y = F.max_pool2d(bn(x), 2)
+        loss = F.cross_entropy(y.flatten(1), torch.randint(0, 7 * 4 * 5, (3,)))
+        loss.backward()
+
+    rep = _report(run, tmp_path)
+    ops = {r.op for r in rep.rows}
+    for needed in ("aten::batch_norm", "aten::native_batch_norm_backward",
+                   "aten::max_pool2d", "aten::max_pool2d_with_indices_backward",
+                   "aten::log_softmax", "aten::_log_softmax_backward_data",
+                   "aten::nll_loss_nd", "aten::nll_loss_backward"):
+        assert needed in ops, (needed, sorted(ops))
+    bn_row = next(r for r in rep.rows if r.op == "aten::batch_norm")
+    assert bn_row.flops == 7 * x.numel()
+    pool = next(r for r in rep.rows if r.op == "aten::max_pool2d")
+    assert pool.flops == 3 * 7 * 4 * 5 * 4  # one compare per window element
+    assert rep.totals["coverage"] >= 0.99, rep.uncounted
+
+
+@torch.library.custom_op("roofline_test::numpy_square", mutates_args=())
+def numpy_square(x: torch.Tensor) -> torch.Tensor:
+    # numpy inside: no aten op is recorded under it, so it is a leaf op
+    return torch.from_numpy(np.square(x.numpy()))
+
+
+def test_custom_op_is_uncounted_until_it_registers_a_cost(tmp_path):
+    x = torch.randn(41, 3)
+    rep = _report(lambda: numpy_square(x), tmp_path)
+    unc = {d["name"]: d for d in rep.uncounted}
+    assert "roofline_test::numpy_square" in unc
+    assert unc["roofline_test::numpy_square"]["time_us"] > 0
+    assert "roofline_test::numpy_square" in (tmp_path / "trace.json").read_text()
+
+    register_cost("roofline_test::numpy_square",
+                  lambda shapes, dtypes: (float(np.prod(shapes[0])), 8.0 * np.prod(shapes[0])))
+    rep = build_report(tmp_path / "trace.json", PEAKS)
+    row = next(r for r in rep.rows if r.op == "roofline_test::numpy_square")
+    assert (row.flops, row.bytes) == (41 * 3, 8 * 41 * 3)
+    assert not any(d["name"] == "roofline_test::numpy_square" for d in rep.uncounted)
+
+
+def test_no_time_is_counted_twice(tmp_path):
+    torch.manual_seed(2)
+    conv = torch.nn.Conv2d(3, 5, 3)
+    x = torch.randn(2, 3, 12, 12, requires_grad=True)
+    rep = _report(lambda: conv(x).sum().backward(), tmp_path)
+    trace = roofline.report.load_trace(tmp_path / "trace.json")
+    # op time = summed time of the top-level ops minus container self time
+    top = sum(r.dur for r in trace.roots)
+    t = rep.totals
+    assert t["op_time_us"] + t["overhead_time_us"] == pytest.approx(top, rel=1e-6)
+    # counted FLOPs appear once: conv2d owns its inner convolution/_convolution
+    fwd = [r for r in rep.rows if r.matmul and "backward" not in r.op]
+    assert sum(r.flops for r in fwd) == 2 * 2 * 5 * 10 * 10 * 3 * 9
+
+
+def test_report_outputs(tmp_path):
+    torch.manual_seed(3)
+    w = torch.randn(24, 17, requires_grad=True)
+    x = torch.randn(9, 24)
+    rep = _report(lambda: (x @ w).relu().sum().backward(), tmp_path, steps=1)
+    paths = write_report_set(rep, tmp_path / "out")
+    data = json.loads(paths["json"].read_text())
+    # forward mm + the weight-gradient mm (x needs no gradient)
+    assert data["totals"]["matmul_conv_flops"] == pytest.approx(2 * 2 * 9 * 24 * 17)
+    assert data["totals"]["flops_per_step"] == pytest.approx(data["totals"]["flops"])
+    assert data["device"]["name"] == "test cpu"
+    assert {"op", "time_us", "flops", "bytes", "intensity", "pct_of_roof", "bound"} <= set(
+        data["rows"][0])
+    assert paths["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "<svg" in paths["svg"].read_text()[:2000]
+    html = paths["html"].read_text()
+    assert "<svg" in html and "aten::mm" in html and "% of roof" in html
+    text = paths["text"].read_text()
+    assert "matmul/conv" in text and "Uncounted ops" in text and "aten::mm" in text
+
+
+def test_profile_training_writes_trace_and_reports(tmp_path, monkeypatch):
+    monkeypatch.setattr("dawnbench_fast.roofline.cpu_peaks.cpu_peaks", lambda **kw: PEAKS)
+    torch.manual_seed(4)
+    lin = torch.nn.Linear(11, 5)
+    opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+    x = torch.randn(7, 11)
+    calls = []
+
+    def step():
+        calls.append(1)
+        lin(x).square().sum().backward()
+        opt.step()
+        opt.zero_grad()
+
+    out = roofline.profile_training(step, 2, tmp_path / "prof", warmup=1, device="cpu")
+    assert len(calls) == 3
+    for name in ("trace.json", "report.txt", "report.json", "report.html", "roofline.png",
+                 "roofline.svg"):
+        assert (out / name).stat().st_size > 0, name
+    data = json.loads((out / "report.json").read_text())
+    assert data["steps"] == 2
+    # forward + 2 backward mms per step (weight grad and input grad are not both
+    # needed: x has no grad, so the backward has one mm for the weight)
+    assert data["totals"]["matmul_conv_flops"] == pytest.approx(2 * (2 * 2 * 7 * 11 * 5))
+    with pytest.raises(ValueError, match="--profile-steps"):
+        roofline.profile_training(step, 0, tmp_path / "p2")
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dawnbench_fast.roofline", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_cli_report_and_errors(tmp_path):
+    torch.manual_seed(5)
+    a = torch.randn(13, 8)
+    _report(lambda: torch.mm(a, a.T), tmp_path)
+    peaks_file = tmp_path / "peaks.json"
+    peaks_file.write_text(json.dumps({"name": "filebox", "gflops": {"fp32": 50},
+                                      "bandwidth_gbs": 20}))
+    r = _cli("report", str(tmp_path / "trace.json"), "--peaks", str(peaks_file),
+             "--out", str(tmp_path / "cli_out"))
+    assert r.returncode == 0, r.stderr
+    assert "filebox" in r.stdout and "aten::mm" in r.stdout
+    assert (tmp_path / "cli_out" / "report.html").exists()
+    r = _cli("report", str(tmp_path / "missing.json"), "--device", "H100 SXM")
+    assert r.returncode == 2 and "does not exist" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    r = _cli("report", str(tmp_path / "trace.json"), "--device", "Z80")
+    assert r.returncode == 2 and "--device 'Z80'" in r.stderr
+    not_json = tmp_path / "bad.json"
+    not_json.write_text("{nope")
+    r = _cli("report", str(not_json), "--device", "A100 80GB")
+    assert r.returncode == 2 and "not valid JSON" in r.stderr
