@@ -12,7 +12,7 @@ _COLORS = {"fp32": "#1f77b4", "tf32": "#9467bd", "bf16": "#d62728", "fp16": "#ff
            "fp64": "#7f7f7f", "fp8": "#8c564b"}
 
 
-def plot_roofline(rep: Report, out_base: str | pathlib.Path, max_labels: int = 8) -> list[pathlib.Path]:
+def plot_roofline(rep: Report, out_base: str | pathlib.Path, max_labels: int = 6) -> list[pathlib.Path]:
     """Write ``out_base``.png and ``out_base``.svg; return their paths."""
     import matplotlib
 
@@ -44,10 +44,16 @@ def plot_roofline(rep: Report, out_base: str | pathlib.Path, max_labels: int = 8
         ax.scatter(r.intensity, r.flops_per_s, s=size, alpha=0.55,
                    color=_COLORS.get(r.roof_precision, "gray"),
                    edgecolors="black" if r.matmul else "none", linewidths=0.6)
-    for r in sorted(pts, key=lambda r: -r.time_us)[:max_labels]:
+    # label the biggest points; alternate the offsets so neighbours stay legible
+    for i, r in enumerate(sorted(pts, key=lambda r: -r.time_us)[:max_labels]):
+        dy = (-12, 6, -22, 14)[i % 4]
         ax.annotate(f"{r.op.replace('aten::', '')} {r.shapes.split(',')[0]}",
-                    (r.intensity, r.flops_per_s), fontsize=7, xytext=(4, 3),
-                    textcoords="offset points")
+                    (r.intensity, r.flops_per_s), fontsize=7, xytext=(6, dy),
+                    textcoords="offset points",
+                    arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "gray"})
+    for prec in sorted({r.roof_precision for r in pts}):
+        ax.scatter([], [], s=30, color=_COLORS.get(prec, "gray"), alpha=0.55,
+                   label=f"ops on the {prec} roof")
     t = rep.totals
     ax.set_xlim(lo, hi)
     ymin = min([r.flops_per_s for r in pts] + [top_peak / 1e4]) / 3
