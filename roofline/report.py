@@ -162,8 +162,10 @@ def report_from_attribution(
             d["time_us"] += u.time_us
             continue
         counted_units.append(u)
-        if attr.on_gpu and not u.kernels and u.flops == 0 and u.bytes == 0:
-            continue  # host-only bookkeeping (views, allocations): no device time
+        if attr.on_gpu and not u.kernels:
+            # launched nothing on the device (views, allocations, CPU-side
+            # tensors): no device time, and its FLOPs were not the device's
+            continue
         key = (u.op.name, json.dumps(u.op.shapes), json.dumps(u.op.dtypes))
         row = rows.get(key)
         if row is None:

@@ -67,6 +67,9 @@ def test_batchnorm_pool_softmax_forward_backward_are_counted(tmp_path):
         assert needed in ops, (needed, sorted(ops))
     bn_row = next(r for r in rep.rows if r.op == "aten::batch_norm")
     assert bn_row.flops == 7 * x.numel()
+    # x read once, y written once; 4 per-channel vectors read, 2 running stats
+    # updated (counted as the 4 vectors twice: an upper bound on the vectors)
+    assert bn_row.bytes == 2 * x.numel() * 4 + 2 * 4 * 7 * 4
     pool = next(r for r in rep.rows if r.op == "aten::max_pool2d")
     assert pool.flops == 3 * 7 * 4 * 5 * 4  # one compare per window element
     assert rep.totals["coverage"] >= 0.99, rep.uncounted
