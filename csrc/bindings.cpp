@@ -34,7 +34,13 @@ void check_cuda(int err, const char* what) {
 
 }  // namespace
 
-PYBIND11_MODULE(_C, m) {
+// The run-time build (native.py) gives the module another name, so that it
+// can load beside a stale installed _C (Python caches extension modules).
+#ifndef DBF_MODULE_NAME
+#define DBF_MODULE_NAME _C
+#endif
+
+PYBIND11_MODULE(DBF_MODULE_NAME, m) {
   m.doc() = "dawnbench_fast's CUDA C++ kernels and their CPU (OpenMP) build";
 #ifdef DBF_SOURCE_HASH
   m.attr("source_hash") = DBF_SOURCE_HASH;
@@ -80,6 +86,14 @@ PYBIND11_MODULE(_C, m) {
                           ptr<const float>(shift), ptr<void>(out), B, ph, pw, C, size, cutout);
       },
       "CPU training augmentation (pointers; see cpu_kernels.h)");
+  m.def("float_to_16bit", [](int dtype, std::uintptr_t src, std::uintptr_t dst, long long n) {
+    py::gil_scoped_release nogil;
+    dbf::cpu::float_to_16bit(dtype, ptr<const float>(src), ptr<unsigned short>(dst), n);
+  });
+  m.def("float_from_16bit", [](int dtype, std::uintptr_t src, std::uintptr_t dst, long long n) {
+    py::gil_scoped_release nogil;
+    dbf::cpu::float_from_16bit(dtype, ptr<const unsigned short>(src), ptr<float>(dst), n);
+  });
   m.def(
       "gemm_mma_emulated",
       [](int dtype, std::uintptr_t A, std::uintptr_t B, std::uintptr_t C, int M, int N, int K,

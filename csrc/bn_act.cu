@@ -5,8 +5,8 @@
 // name; the host launchers at the bottom exist only in the nvcc build.
 //
 // Pass 1 (bn_stats_partial): per (partition, channel) sums of (x - k), (x - k)^2.
-// Pass 2 (bn_stats_finalize): mean, invstd, scale, shift; running stats.
-// Pass 3 (bn_act_fwd): y = act(x * scale + shift).
+// Pass 2 (bn_stats_finalize): mean, invstd, scale, bias; running stats.
+// Pass 3 (bn_act_fwd): y = act((x - mean) * scale + bias).
 // Backward: bn_bwd_partial (sums of g and g * xhat), bn_bwd_finalize, bn_bwd_dx.
 // Partials are reduced in a fixed order, so results are deterministic.
 #include "bn_act_math.cuh"
@@ -55,14 +55,14 @@ __device__ __forceinline__ void bn_partial(const typename Elem<DT>::T* __restric
     rows_step = DBF_BN_THREADS;
   }
   if (c < C) {
-    float k = 0.0f, mean = 0.0f, invstd = 0.0f, scale = 0.0f, shift = 0.0f;
+    float k = 0.0f, mean = 0.0f, invstd = 0.0f, scale = 0.0f, beta = 0.0f;
     if (MODE == 0) {
       k = bn_shift<DT>(x, c, HW, cl);
     } else {
       mean = stats[c];
       invstd = stats[C + c];
       scale = stats[2 * C + c];
-      shift = stats[3 * C + c];
+      beta = stats[3 * C + c];
     }
     for (i64 m = m0 + row0; m < m1; m += rows_step) {
       i64 idx;
@@ -78,7 +78,7 @@ __device__ __forceinline__ void bn_partial(const typename Elem<DT>::T* __restric
         a += d;
         b += d * d;
       } else {
-        const float g = bn_act_g(xv, E::load(dy[idx]), scale, shift, act);
+        const float g = bn_act_g(xv, E::load(dy[idx]), mean, scale, beta, act);
         a += g;
         b += g * (xv - mean) * invstd;
       }
@@ -109,12 +109,13 @@ __device__ __forceinline__ void bn_fwd(const typename Elem<DT>::T* __restrict__ 
                                        const float* __restrict__ stats, i64 total, int C,
                                        int chan_div, int act) {
   typedef Elem<DT> E;
+  const float* mean = stats;
   const float* scale = stats + 2 * C;
-  const float* shift = stats + 3 * C;
+  const float* beta = stats + 3 * C;
   for (i64 i = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<i64>(gridDim.x) * blockDim.x) {
     const int c = static_cast<int>((i / chan_div) % C);
-    y[i] = E::store(act_forward(E::load(x[i]) * scale[c] + shift[c], act));
+    y[i] = E::store(act_forward(bn_z(E::load(x[i]), mean[c], scale[c], beta[c]), act));
   }
 }
 
@@ -126,14 +127,15 @@ __device__ __forceinline__ void bn_dx(const typename Elem<DT>::T* __restrict__ x
                                       const float* __restrict__ coef, i64 total, int C,
                                       int chan_div, int act) {
   typedef Elem<DT> E;
+  const float* mean = stats;
   const float* scale = stats + 2 * C;
-  const float* shift = stats + 3 * C;
+  const float* beta = stats + 3 * C;
   for (i64 i = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<i64>(gridDim.x) * blockDim.x) {
     const int c = static_cast<int>((i / chan_div) % C);
     const float xv = E::load(x[i]);
-    const float g = bn_act_g(xv, E::load(dy[i]), scale[c], shift[c], act);
-    dx[i] = E::store(scale[c] * g + xv * coef[c] + coef[C + c]);
+    const float g = bn_act_g(xv, E::load(dy[i]), mean[c], scale[c], beta[c], act);
+    dx[i] = E::store(scale[c] * g + (xv - mean[c]) * coef[c] + coef[C + c]);
   }
 }
 
@@ -173,7 +175,7 @@ DBF_BN_KERNELS(f32, dbf::kF32)
 DBF_BN_KERNELS(bf16, dbf::kBF16)
 DBF_BN_KERNELS(f16, dbf::kF16)
 
-// Per-channel finalize of the statistics: stats = [mean | invstd | scale | shift].
+// Per-channel finalize of the statistics: stats = [mean | invstd | scale | bias].
 // In eval mode (training == 0) the running statistics are used and the partials
 // are not read.
 extern "C" __global__ void bn_stats_finalize(const float* partial, const float* shift_k, int P,
@@ -196,7 +198,7 @@ extern "C" __global__ void bn_stats_finalize(const float* partial, const float* 
   stats[c] = st.mean;
   stats[C + c] = st.invstd;
   stats[2 * C + c] = st.scale;
-  stats[3 * C + c] = st.shift;
+  stats[3 * C + c] = st.bias;
 }
 
 // Per-channel finalize of the backward sums: coef = [coef_x | coef_1];
@@ -212,7 +214,7 @@ extern "C" __global__ void bn_bwd_finalize(const float* partial, int P, int C, l
     sgx += partial[(static_cast<long long>(p) * C + c) * 2 + 1];
   }
   const dbf::ChannelGrad g =
-      dbf::bn_channel_grad(sg, sgx, count, stats[c], stats[C + c], stats[2 * C + c], training != 0);
+      dbf::bn_channel_grad(sg, sgx, count, stats[C + c], stats[2 * C + c], training != 0);
   coef[c] = g.coef_x;
   coef[C + c] = g.coef_1;
   dweight[c] = static_cast<float>(sgx);

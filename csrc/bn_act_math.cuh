@@ -3,11 +3,11 @@
 // cpu_bn_act.cpp (OpenMP); both call only these functions, so the two builds
 // compute the same formulas.
 //
-// Forward:  z = x * scale[c] + shift[c]  with scale = w * invstd,
-//           shift = b - mean * scale;   y = act(z).
+// Forward:  z = (x - mean[c]) * scale[c] + bias[c]  with scale = w * invstd
+//           (x - mean first: no cancellation when |mean| >> std);  y = act(z).
 // Backward: g = dy * act'(z); dbias = sum g; dweight = sum g * xhat;
-//           dx = scale * g + x * coef_x[c] + coef_1[c]  (training: the mean and
-//           variance depend on x; eval: coef_x = coef_1 = 0).
+//           dx = scale * g + (x - mean) * coef_x[c] + coef_1[c]  (training: the
+//           mean and variance depend on x; eval: coef_x = coef_1 = 0).
 // Nothing but x is saved for backward: z is recomputed, which costs less than
 // the memory traffic of storing it.
 #pragma once
@@ -104,7 +104,7 @@ struct ChannelStats {
   float mean;
   float invstd;
   float scale;
-  float shift;
+  float bias;
 };
 
 // From sums of (x - k) and (x - k)^2 over `count` elements, plus the BN
@@ -139,19 +139,19 @@ DBF_HD ChannelStats bn_channel_stats(double sum, double sumsq, double k, i64 cou
   s.invstd = 1.0f / __builtin_sqrtf(var + eps);
 #endif
   s.scale = weight * s.invstd;
-  s.shift = bias - s.mean * s.scale;
+  s.bias = bias;
   return s;
 }
 
 // Backward per-channel coefficients, from sum_g = sum(g) and sum_gx =
-// sum(g * xhat): dx = scale * g + x * coef_x + coef_1.
+// sum(g * xhat): dx = scale * g + (x - mean) * coef_x + coef_1.
 struct ChannelGrad {
   float coef_x;
   float coef_1;
 };
 
-DBF_HD ChannelGrad bn_channel_grad(double sum_g, double sum_gx, i64 count, float mean,
-                                   float invstd, float scale, bool training) {
+DBF_HD ChannelGrad bn_channel_grad(double sum_g, double sum_gx, i64 count, float invstd,
+                                   float scale, bool training) {
   ChannelGrad r;
   if (!training) {
     r.coef_x = 0.0f;
@@ -162,14 +162,16 @@ DBF_HD ChannelGrad bn_channel_grad(double sum_g, double sum_gx, i64 count, float
   const double kx = static_cast<double>(scale) * sum_gx / n;  // scale * mean(g*xhat)
   // - xhat * kx = -(x - mean) * invstd * kx
   r.coef_x = static_cast<float>(-static_cast<double>(invstd) * kx);
-  r.coef_1 = static_cast<float>(-static_cast<double>(scale) * sum_g / n +
-                                static_cast<double>(mean) * static_cast<double>(invstd) * kx);
+  r.coef_1 = static_cast<float>(-static_cast<double>(scale) * sum_g / n);
   return r;
 }
 
-// The per-element terms of the backward reductions: g and g * xhat.
-DBF_HD float bn_act_g(float x, float dy, float scale, float shift, int act) {
-  return dy * act_grad(x * scale + shift, act);
+// Pre-activation value and the backward's g = dy * act'(z).
+DBF_HD float bn_z(float x, float mean, float scale, float bias) {
+  return (x - mean) * scale + bias;
+}
+DBF_HD float bn_act_g(float x, float dy, float mean, float scale, float bias, int act) {
+  return dy * act_grad(bn_z(x, mean, scale, bias), act);
 }
 
 }  // namespace dbf

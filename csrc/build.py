@@ -187,6 +187,11 @@ def ext_modules_and_cmdclass() -> tuple[list, dict]:
     return [ext], {"build_ext": BuildExt}
 
 
+def jit_module_name() -> str:
+    """Module name of the run-time build (unique per source version)."""
+    return f"_C_jit_{source_hash()}"
+
+
 def build_cpu_module(out_dir: Path) -> Path:
     """Run-time build of the CPU-only module (no setup.py involved): used when
     the installed ``_C`` is missing or older than the sources. Returns the path
@@ -197,10 +202,12 @@ def build_cpu_module(out_dir: Path) -> Path:
 
     out_dir.mkdir(parents=True, exist_ok=True)
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    target = out_dir / f"_C{suffix}"
+    name = jit_module_name()
+    target = out_dir / f"{name}{suffix}"
     cxx = os.environ.get("CXX", "g++")
     includes = ["-I", pybind11.get_include(), "-I", sysconfig.get_paths()["include"], "-I", str(HERE)]
-    flags = [*cpu_compile_args(), "-fPIC", f'-DDBF_SOURCE_HASH="{source_hash()}"']
+    flags = [*cpu_compile_args(), "-fPIC", f'-DDBF_SOURCE_HASH="{source_hash()}"',
+             f"-DDBF_MODULE_NAME={name}"]
 
     def one(name: str) -> str:
         obj = out_dir / (Path(name).stem + ".o")

@@ -1,4 +1,4 @@
-// CPU (OpenMP) loop around augment_math.cuh: one image per iteration, each
+// CPU (OpenMP) loop around augment_math.cuh (and the 16-bit conversions): one image per iteration, each
 // output row written contiguously; the output dtype is a template parameter.
 #include "augment_math.cuh"
 #include "cpu_kernels.h"
@@ -48,6 +48,18 @@ void augment(int dtype, const unsigned char* padded, const long long* indices, c
     augment_t<kF16>(padded, indices, params, scale, shift, out, B, ph, pw, C, size, cutout);
   else
     augment_t<kF32>(padded, indices, params, scale, shift, out, B, ph, pw, C, size, cutout);
+}
+
+void float_to_16bit(int dtype, const float* src, unsigned short* dst, long long n) {
+#pragma omp parallel for schedule(static)
+  for (long long i = 0; i < n; ++i)
+    dst[i] = dtype == kBF16 ? float_to_bf16(src[i]) : float_to_f16(src[i]);
+}
+
+void float_from_16bit(int dtype, const unsigned short* src, float* dst, long long n) {
+#pragma omp parallel for schedule(static)
+  for (long long i = 0; i < n; ++i)
+    dst[i] = dtype == kBF16 ? bf16_to_float(src[i]) : f16_to_float(src[i]);
 }
 
 }  // namespace cpu

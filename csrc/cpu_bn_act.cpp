@@ -29,7 +29,7 @@ void channel_sums(const void* xv, const void* dyv, const float* stats, const flo
   const float* mean = stats;
   const float* invstd = stats ? stats + C : nullptr;
   const float* scale = stats ? stats + 2 * C : nullptr;
-  const float* shift = stats ? stats + 3 * C : nullptr;
+  const float* beta = stats ? stats + 3 * C : nullptr;
   s1.assign(C, 0.0);
   s2.assign(C, 0.0);
   if (!cl) {
@@ -50,11 +50,11 @@ void channel_sums(const void* xv, const void* dyv, const float* stats, const flo
         }
       } else {
         const typename E::T* dyp = dy + nc * HW;
-        const float sc = scale[c], sh = shift[c], mu = mean[c], is = invstd[c];
+        const float sc = scale[c], bt = beta[c], mu = mean[c], is = invstd[c];
 #pragma omp simd reduction(+ : a, b)
         for (int s = 0; s < HW; ++s) {
           const float xs = E::load(xp[s]);
-          const float g = E::load(dyp[s]) * act_grad(xs * sc + sh, ACT);
+          const float g = E::load(dyp[s]) * act_grad(bn_z(xs, mu, sc, bt), ACT);
           a += g;
           b += g * (xs - mu) * is;
         }
@@ -101,7 +101,8 @@ void channel_sums(const void* xv, const void* dyv, const float* stats, const flo
 #pragma omp simd
             for (int c = 0; c < C; ++c) {
               const float xs = E::load(xr[c]);
-              const float g = E::load(dyr[c]) * act_grad(xs * scale[c] + shift[c], ACT);
+              const float g =
+                  E::load(dyr[c]) * act_grad(bn_z(xs, mean[c], scale[c], beta[c]), ACT);
               pa[c] += g;
               pb[c] += g * (xs - mean[c]) * invstd[c];
             }
@@ -121,7 +122,7 @@ void channel_sums(const void* xv, const void* dyv, const float* stats, const flo
     }
 }
 
-// y = act(x * scale + shift), or (BACKWARD) dx = scale * g + x * cx + c1.
+// y = act(z), or (BACKWARD) dx = scale * g + (x - mean) * cx + c1.
 template <int DT, int ACT, bool BACKWARD>
 void elementwise(const void* xv, const void* dyv, void* outv, const float* stats,
                  const float* coef, int N, int C, int HW, int cl) {
@@ -129,28 +130,30 @@ void elementwise(const void* xv, const void* dyv, void* outv, const float* stats
   const typename E::T* x = static_cast<const typename E::T*>(xv);
   const typename E::T* dy = static_cast<const typename E::T*>(dyv);
   typename E::T* out = static_cast<typename E::T*>(outv);
+  const float* mean = stats;
   const float* scale = stats + 2 * C;
-  const float* shift = stats + 3 * C;
+  const float* beta = stats + 3 * C;
   const float* cx = coef;
   const float* c1 = coef ? coef + C : nullptr;
   if (!cl) {
 #pragma omp parallel for schedule(static)
     for (i64 nc = 0; nc < static_cast<i64>(N) * C; ++nc) {
       const int c = static_cast<int>(nc % C);
-      const float sc = scale[c], sh = shift[c];
+      const float mu = mean[c], sc = scale[c], bt = beta[c];
       const typename E::T* xp = x + nc * HW;
       typename E::T* op = out + nc * HW;
       if (!BACKWARD) {
 #pragma omp simd
-        for (int s = 0; s < HW; ++s) op[s] = E::store(act_forward(E::load(xp[s]) * sc + sh, ACT));
+        for (int s = 0; s < HW; ++s)
+          op[s] = E::store(act_forward(bn_z(E::load(xp[s]), mu, sc, bt), ACT));
       } else {
         const typename E::T* dyp = dy + nc * HW;
         const float kx = cx[c], k1 = c1[c];
 #pragma omp simd
         for (int s = 0; s < HW; ++s) {
           const float xs = E::load(xp[s]);
-          const float g = E::load(dyp[s]) * act_grad(xs * sc + sh, ACT);
-          op[s] = E::store(sc * g + xs * kx + k1);
+          const float g = E::load(dyp[s]) * act_grad(bn_z(xs, mu, sc, bt), ACT);
+          op[s] = E::store(sc * g + (xs - mu) * kx + k1);
         }
       }
     }
@@ -163,14 +166,15 @@ void elementwise(const void* xv, const void* dyv, void* outv, const float* stats
     typename E::T* orow = out + m * C;
     if (!BACKWARD) {
 #pragma omp simd
-      for (int c = 0; c < C; ++c) orow[c] = E::store(act_forward(E::load(xr[c]) * scale[c] + shift[c], ACT));
+      for (int c = 0; c < C; ++c)
+        orow[c] = E::store(act_forward(bn_z(E::load(xr[c]), mean[c], scale[c], beta[c]), ACT));
     } else {
       const typename E::T* dyr = dy + m * C;
 #pragma omp simd
       for (int c = 0; c < C; ++c) {
         const float xs = E::load(xr[c]);
-        const float g = E::load(dyr[c]) * act_grad(xs * scale[c] + shift[c], ACT);
-        orow[c] = E::store(scale[c] * g + xs * cx[c] + c1[c]);
+        const float g = E::load(dyr[c]) * act_grad(bn_z(xs, mean[c], scale[c], beta[c]), ACT);
+        orow[c] = E::store(scale[c] * g + (xs - mean[c]) * cx[c] + c1[c]);
       }
     }
   }
@@ -197,7 +201,7 @@ void forward_t(const void* x, void* y, float* stats, const float* weight, const 
     stats[c] = st.mean;
     stats[C + c] = st.invstd;
     stats[2 * C + c] = st.scale;
-    stats[3 * C + c] = st.shift;
+    stats[3 * C + c] = st.bias;
   }
   elementwise<DT, ACT, false>(x, nullptr, y, stats, nullptr, N, C, HW, cl);
 }
@@ -211,7 +215,7 @@ void backward_t(const void* x, const void* dy, void* dx, const float* stats, flo
   const i64 count = static_cast<i64>(N) * HW;
   for (int c = 0; c < C; ++c) {
     const ChannelGrad g =
-        bn_channel_grad(sg[c], sgx[c], count, stats[c], stats[C + c], stats[2 * C + c], training != 0);
+        bn_channel_grad(sg[c], sgx[c], count, stats[C + c], stats[2 * C + c], training != 0);
     coef[c] = g.coef_x;
     coef[C + c] = g.coef_1;
     dweight[c] = static_cast<float>(sgx[c]);

@@ -7,7 +7,7 @@ namespace dbf {
 namespace cpu {
 
 // BatchNorm + activation forward. stats (out, 4*C floats) = mean | invstd |
-// scale | shift, kept for the backward. Training mode updates running_mean /
+// scale | bias, kept for the backward. Training mode updates running_mean /
 // running_var in place (when not null); eval mode reads them.
 void bn_act_forward(int dtype, const void* x, void* y, float* stats, const float* weight,
                     const float* bias, float* running_mean, float* running_var, int N, int C,
@@ -28,6 +28,11 @@ void augment(int dtype, const unsigned char* padded, const long long* indices, c
 // fast path).
 void gemm_mma_emulated(int dtype, const void* A, const void* B, float* C, int M, int N, int K,
                        int lda, int ldb, int ldc);
+
+// fp32 <-> bf16/fp16 with the shared conversions of float16_bits.cuh (tests
+// compare them with torch's rounding).
+void float_to_16bit(int dtype, const float* src, unsigned short* dst, long long n);
+void float_from_16bit(int dtype, const unsigned short* src, float* dst, long long n);
 
 }  // namespace cpu
 }  // namespace dbf

@@ -16,7 +16,7 @@ from functools import cache
 from pathlib import Path
 from types import ModuleType
 
-from dawnbench_fast.csrc.build import HERE, build_cpu_module, source_hash
+from dawnbench_fast.csrc.build import HERE, build_cpu_module, jit_module_name, source_hash
 
 MODULE_NAME = "dawnbench_fast._C"
 
@@ -40,12 +40,13 @@ def _import_installed() -> ModuleType | None:
 
 
 def _load_file(path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(MODULE_NAME, path)
+    name = f"dawnbench_fast.{jit_module_name()}"
+    spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise NativeUnavailable(f"cannot load {path}")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    sys.modules[MODULE_NAME] = mod
+    sys.modules[name] = mod
     return mod
 
 
@@ -68,7 +69,7 @@ def load() -> ModuleType:
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "build.lock", "w") as lock:  # one builder at a time
         fcntl.flock(lock, fcntl.LOCK_EX)
-        built = sorted(out.glob("_C*.so"))
+        built = sorted(out.glob(f"{jit_module_name()}*.so"))
         if not built:
             try:
                 built = [build_cpu_module(out)]

@@ -114,7 +114,7 @@ def bn_act_fwd(
     training: bool, eps: float, momentum: float, act: str,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(y, stats, new_running_mean, new_running_var): y = act(batchnorm(x)),
-    stats = [mean | invstd | scale | shift] (4*C fp32, kept for backward).
+    stats = [mean | invstd | scale | bias] (4*C fp32, kept for backward).
 
     Functional (autograd needs that): in training mode the updated running
     statistics come back as new tensors (empty when none were given) and the
