@@ -1,0 +1,101 @@
+"""The CIFAR net: shapes, cost, init, Muon, and that training learns."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from dawnbench_fast.cifar import Config, build_optimizers, loss_trajectory
+from dawnbench_fast.models.cifar_net import CifarNet, macs_per_image, patch_eigens
+from dawnbench_fast.optim.muon import newton_schulz
+
+
+@pytest.mark.parametrize("batch", [1, 3, 16])
+def test_output_shapes(batch):
+    net = CifarNet()
+    out = net(torch.randn(batch, 3, 32, 32))
+    assert out.shape == (batch, 10) and torch.isfinite(out).all()
+    small = CifarNet(widths=(8, 16, 24))
+    assert small(torch.randn(batch, 3, 32, 32)).shape == (batch, 10)
+
+
+def test_forward_cost_is_the_published_118_15_m_mac():
+    assert macs_per_image(CifarNet()) / 1e6 == pytest.approx(118.15, abs=0.005)
+
+
+def test_frozen_and_trainable_parameters():
+    net = CifarNet()
+    assert not net.whiten.weight.requires_grad and net.whiten.bias.requires_grad
+    for g in net.groups:
+        for bn in (g.norm1, g.norm2):
+            assert not bn.weight.requires_grad and bn.bias.requires_grad
+            assert bn.eps == 1e-12 and bn.momentum == pytest.approx(0.4)
+        # Dirac init: the first in_channels filters are the identity.
+        w = g.conv2.weight
+        assert torch.equal(w[: w.size(1), :, 1, 1], torch.eye(w.size(1)))
+    assert net.head.bias is None
+
+
+def test_whitening_init_matches_its_definition():
+    torch.manual_seed(0)
+    # Correlated channels, so whitening has something to undo.
+    x = torch.randn(64, 3, 32, 32)
+    x = x + 0.8 * x.roll(1, dims=1) + 0.5 * x.roll(1, dims=-1)
+    net = CifarNet()
+    net.init_whitening(x, eps=5e-4)
+    w = net.whiten.weight.detach().double()
+    half = w[:12].reshape(12, -1)
+    assert torch.equal(w[12:], -w[:12]) and torch.equal(net.whiten.bias, torch.zeros(24))
+    # Definition: eigen-decomposition of the 2x2 patch covariance.
+    patches = x.unfold(2, 2, 1).unfold(3, 2, 1).permute(0, 2, 3, 1, 4, 5).reshape(-1, 12).double()
+    cov = patches.T @ patches / len(patches)
+    vals, vecs = torch.linalg.eigh(cov)
+    expected = (vecs / torch.sqrt(vals + 5e-4)).T.flip(0)  # rows, largest eigenvalue first
+    # Eigenvectors are defined up to sign.
+    signs = torch.sign((half * expected).sum(1, keepdim=True))
+    torch.testing.assert_close(half, expected * signs, rtol=1e-4, atol=1e-4)
+    # And it whitens: W C W^T = diag(lambda / (lambda + eps)), close to I.
+    white = half @ cov @ half.T
+    torch.testing.assert_close(white, torch.diag(vals.flip(0) / (vals.flip(0) + 5e-4)),
+                               rtol=1e-3, atol=1e-3)
+    e_vals, _ = patch_eigens(x, 2)
+    torch.testing.assert_close(e_vals.double(), vals.flip(0), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(64, 216), (256, 2304), (300, 40)])
+def test_newton_schulz_orthogonalises(shape):
+    torch.manual_seed(1)
+    g = torch.randn(shape)
+    x = newton_schulz(g, steps=5).float()
+    assert x.shape == g.shape
+    # Singular values are pushed into a band around 1 (quintic NS does not converge exactly).
+    s = torch.linalg.svdvals(x)
+    assert s.min() > 0.5 and s.max() < 1.3
+    # Same singular vectors as g: x is close to U V^T.
+    u, _, vh = torch.linalg.svd(g, full_matrices=False)
+    cos = (x * (u @ vh)).sum() / (x.norm() * (u @ vh).norm())
+    assert cos > 0.95
+
+
+def test_optimizer_groups_cover_every_trainable_parameter():
+    net = CifarNet()
+    opts = build_optimizers(net, Config())
+    grouped = {id(p) for o in opts for g in o.param_groups for p in g["params"]}
+    trainable = {id(p) for p in net.parameters() if p.requires_grad}
+    assert grouped == trainable
+    assert sum(len(g["params"]) for g in opts[1].param_groups) == 6  # six conv filter banks
+
+
+def test_a_few_training_steps_lower_the_loss(monkeypatch):
+    from cifar_data import cifar_dir
+
+    cfg = dataclasses.replace(Config(), subset=512, batch_size=128, widths=(16, 32, 32),
+                              data_dir=str(cifar_dir()), download=False, kernels="torch",
+                              whiten_images=512)
+    losses = loss_trajectory(cfg, 12)
+    assert len(losses) == 12 and all(map(lambda v: v == v, losses))
+    assert sum(losses[-3:]) < 0.95 * sum(losses[:3])  # ln(10) = 2.30 at start
+    # Deterministic for a seed.
+    assert loss_trajectory(cfg, 3) == losses[:3]
