@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from dawnbench_fast.csrc import sources
 
-INSTALL_HINT = "pip install 'dawnbench-fast[cuda]' (CuPy for CUDA 13; cupy-cuda12x for CUDA 12)"
+INSTALL_HINT = "pip install 'dawnbench-fast[cuda]' installs cupy-cuda13x; use cupy-cuda12x on CUDA 12"
 
 
 def unavailable_reason() -> str | None:
@@ -22,7 +22,7 @@ def unavailable_reason() -> str | None:
     try:
         import cupy
     except ImportError:
-        return f"CuPy is not installed ({INSTALL_HINT})"
+        return f"CuPy is not installed: {INSTALL_HINT}"
     except Exception as e:  # a broken CuPy install raises all sorts
         return f"CuPy failed to import ({type(e).__name__}: {e})"
     try:

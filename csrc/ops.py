@@ -63,6 +63,9 @@ def probe(device: torch.device) -> str | None:
     if device.type != "cuda":
         return (f"the CUDA C++ kernels need a CUDA device, not {device.type} "
                 "(`--kernels cpu` runs their CPU build)")
+    if not torch.cuda.is_available():
+        return (f"torch {torch.__version__} sees no CUDA device, which the CUDA C++ kernels "
+                "need (`--kernels cpu` runs their CPU build)")
     try:
         cuda_engine()
     except dispatch.KernelsUnavailable as e:
