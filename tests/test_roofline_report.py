@@ -187,3 +187,17 @@ def test_cli_report_and_errors(tmp_path):
     not_json.write_text("{nope")
     r = _cli("report", str(not_json), "--device", "A100 80GB")
     assert r.returncode == 2 and "not valid JSON" in r.stderr
+
+
+def test_gzipped_trace_and_capture_misuse(tmp_path):
+    import gzip
+
+    torch.manual_seed(6)
+    a = torch.randn(11, 6)
+    rep = _report(lambda: torch.mm(a, a.T), tmp_path)
+    gz = tmp_path / "trace.json.gz"
+    gz.write_bytes(gzip.compress((tmp_path / "trace.json").read_bytes()))
+    rep_gz = build_report(gz, PEAKS)
+    assert rep_gz.totals["flops"] == rep.totals["flops"] == 2 * 11 * 6 * 11
+    with pytest.raises(RuntimeError, match="after the"):
+        roofline.capture().report()
