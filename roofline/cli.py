@@ -37,6 +37,8 @@ def _parser() -> argparse.ArgumentParser:
     pp.add_argument("--refresh", action="store_true", help="re-measure, ignoring the cache")
     pp.add_argument("--table", action="store_true", help="also print the GPU peak table")
     pp.add_argument("--threads", type=int, help="torch threads to measure with")
+    pp.add_argument("--seconds", type=float, default=0.4,
+                    help="time budget per microbenchmark when measuring (default 0.4)")
     return ap
 
 
@@ -66,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
 
             if args.threads:
                 torch.set_num_threads(args.threads)
-            print(_show_peaks(cpu_peaks(refresh=args.refresh)))
+            print(_show_peaks(cpu_peaks(refresh=args.refresh, budget_s=args.seconds)))
             from dawnbench_fast.roofline.peaks import detect_gpu
 
             gpu = detect_gpu()
