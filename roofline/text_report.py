@@ -57,9 +57,10 @@ def render_text(rep: Report, max_rows: int | None = 60) -> str:
     shown = rep.rows if max_rows is None else rep.rows[:max_rows]
     for r in shown:
         measured = "*" if r.measured_bytes is not None else ""
+        flops = (si(r.measured_flops) + "*") if r.measured_flops is not None else si(r.flops)
         lines.append(
             f"{r.op[:34]:<34} {r.shapes[:34]:<34} {r.dtypes[:12]:<12} {r.calls:>5} "
-            f"{_ms(r.time_us):>9} {r.share:>6.1%} {si(r.flops):>9} "
+            f"{_ms(r.time_us):>9} {r.share:>6.1%} {flops:>9} "
             f"{si(r.measured_bytes if r.measured_bytes is not None else r.bytes) + measured:>9} "
             f"{(f'{r.intensity:.3g}' if r.intensity is not None else '-'):>7} "
             f"{si(r.flops_per_s):>9} {si(r.bytes_per_s):>9} {r.pct_of_roof:>6.1%} "
@@ -84,5 +85,5 @@ def render_text(rep: Report, max_rows: int | None = 60) -> str:
             lines.append(f"  {d['kernel'][:70]:<70} {d['calls']:>5} {_ms(d['time_us']):>9} ms  "
                          f"<- {d['op'] or 'UNLINKED'}")
     lines.append("")
-    lines.append("* measured bytes (Nsight Compute)")
+    lines.append("* measured by Nsight Compute (else counted: FLOPs from shapes, minimal bytes)")
     return "\n".join(lines) + "\n"
