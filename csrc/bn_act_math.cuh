@@ -20,7 +20,7 @@ namespace dbf {
 // Host exp/erf written out so that loops over them vectorise (libm's erff has
 // no vector variant without -ffast-math). exp: 2^n * p(f), |f| <= 0.5*ln2,
 // degree-6 Taylor polynomial (relative error < 2e-7 on that range).
-inline float host_exp(float x) {
+DBF_HD float host_exp(float x) {
   x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
   const float t = x * 1.44269504088896341f;
   const float n = __builtin_floorf(t + 0.5f);
@@ -37,8 +37,8 @@ inline float host_exp(float x) {
 }
 
 // erf by Abramowitz & Stegun 7.1.26 (absolute error <= 1.5e-7), odd extension.
-inline float host_erf(float x) {
-  const float ax = x < 0.0f ? -x : x;
+DBF_HD float host_erf(float x) {
+  const float ax = __builtin_fabsf(x);
   const float t = 1.0f / (1.0f + 0.3275911f * ax);
   float p = 1.061405429f;
   p = p * t - 1.453152027f;
@@ -46,7 +46,7 @@ inline float host_erf(float x) {
   p = p * t - 0.284496736f;
   p = p * t + 0.254829592f;
   const float r = 1.0f - p * t * host_exp(-ax * ax);
-  return x < 0.0f ? -r : r;
+  return __builtin_copysignf(r, x);
 }
 #endif
 

@@ -8,7 +8,8 @@
 #define DBF_DEVICE_COMPILE 1
 #define DBF_HD __host__ __device__ __forceinline__
 #else
-#define DBF_HD inline
+// Forced inline: the CPU build's loops vectorise only if the math is inlined.
+#define DBF_HD inline __attribute__((always_inline))
 #endif
 
 namespace dbf {
