@@ -104,7 +104,8 @@ def bench_augment(batch: int, reps: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch", type=int, default=500, help="bn_act batch (images)")
-    ap.add_argument("--aug-batch", type=int, default=10_000, help="augment batch (images)")
+    ap.add_argument("--aug-batch", type=int, nargs="+", default=[2000, 10_000],
+                    help="augment batch sizes (images)")
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--json", help="also write the results here")
     a = ap.parse_args()
@@ -112,7 +113,7 @@ def main() -> None:
     load_before = os.getloadavg()
     runs = [bench_bn_act(a.batch, a.reps, torch.bfloat16, True),
             bench_bn_act(a.batch, a.reps, torch.float32, False),
-            bench_augment(a.aug_batch, a.reps)]
+            *(bench_augment(b, a.reps) for b in a.aug_batch)]
     results = {
         "machine": {"cpu": platform.processor() or platform.machine(),
                     "threads": torch.get_num_threads(), "cores": os.cpu_count(),

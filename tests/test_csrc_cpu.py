@@ -257,3 +257,14 @@ def test_cifar_net_with_csrc_bn_act_matches_reference():
     for (name, p_ref), p in zip(ref.named_parameters(), ours.parameters(), strict=True):
         if p_ref.grad is not None:
             torch.testing.assert_close(p.grad, p_ref.grad, rtol=1e-3, atol=1e-4, msg=name)
+
+
+def test_cpu_backend_registration_takes_the_measured_ops():
+    from dawnbench_fast.csrc import cpu_ops
+
+    from dawnbench_fast import dispatch
+
+    assert cpu_ops.REASON is None
+    assert dispatch._IMPLS[("bn_act", "cpu")] is ops.bn_act
+    assert dispatch._IMPLS[("augment", "cpu")] is ops.augment
+    assert ("gemm", "cpu") not in dispatch._IMPLS  # the emulated GEMM is for tests only
