@@ -60,30 +60,33 @@ def conv3x3_fwd_kernel(
     n_ok = cols < COUT
     ks = tl.arange(0, BLOCK_K)
     acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
-    for tap in tl.static_range(9):
+    # One flat K loop over (tap, channel block): a single loop body compiles
+    # fast and lets the software pipeliner overlap loads across taps.
+    kc = tl.cdiv(CIN, BLOCK_K)
+    for it in range(0, 9 * kc):
+        tap = it // kc
+        c = (it % kc) * BLOCK_K + ks
         ih = oh + (tap // 3 - 1)
         iw = ow + (tap % 3 - 1)
         pix_ok = m_ok & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
         row = ((n.to(tl.int64) * H + ih) * W + iw) * CIN
-        for c0 in range(0, CIN, BLOCK_K):
-            c = c0 + ks
-            c_ok = c < CIN
-            a_mask = pix_ok[:, None] & c_ok[None, :]
-            a = tl.load(x_ptr + row[:, None] + c[None, :], mask=a_mask, other=0.0)
-            if PROLOGUE:
-                sc = tl.load(scale_ptr + c, mask=c_ok, other=0.0)
-                sh = tl.load(shift_ptr + c, mask=c_ok, other=0.0)
-                a = apply_act(a.to(tl.float32) * sc[None, :] + sh[None, :], ACT)
-                a = tl.where(a_mask, a, 0.0)  # zero padding after the activation
-                if not F32_MATH:
-                    a = a.to(x_ptr.dtype.element_ty)
-            elif F32_MATH:
-                a = a.to(tl.float32)
-            b = tl.load(w_ptr + (tap * CIN + c)[:, None] * COUT + cols[None, :],
-                        mask=c_ok[:, None] & n_ok[None, :], other=0.0)
-            if F32_MATH:
-                b = b.to(tl.float32)
-            acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION)
+        c_ok = c < CIN
+        a_mask = pix_ok[:, None] & c_ok[None, :]
+        a = tl.load(x_ptr + row[:, None] + c[None, :], mask=a_mask, other=0.0)
+        if PROLOGUE:
+            sc = tl.load(scale_ptr + c, mask=c_ok, other=0.0)
+            sh = tl.load(shift_ptr + c, mask=c_ok, other=0.0)
+            a = apply_act(a.to(tl.float32) * sc[None, :] + sh[None, :], ACT)
+            a = tl.where(a_mask, a, 0.0)  # zero padding after the activation
+            if not F32_MATH:
+                a = a.to(x_ptr.dtype.element_ty)
+        elif F32_MATH:
+            a = a.to(tl.float32)
+        b = tl.load(w_ptr + (tap * CIN + c)[:, None] * COUT + cols[None, :],
+                    mask=c_ok[:, None] & n_ok[None, :], other=0.0)
+        if F32_MATH:
+            b = b.to(tl.float32)
+        acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION)
     if POOL:
         acc3 = tl.reshape(acc, (BLOCK_M // 4, 4, BLOCK_N))
         out = tl.max(acc3, axis=1)

@@ -280,6 +280,8 @@ def gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"dawnbench::gemm needs [M, K] @ [K, N], got {tuple(a.shape)} @ {tuple(b.shape)}")
     M, K = a.shape
     N = b.shape[1]
+    if max(M * a.stride(0), K * a.stride(1), K * b.stride(0), N * b.stride(1), M * N) >= 2**31:
+        raise ValueError("dawnbench::gemm uses 32-bit offsets; split operands over 2**31 elements")
     b = b.to(a.dtype)
     c = new_output((M, N), a.dtype, a.device)
 

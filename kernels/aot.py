@@ -1,0 +1,181 @@
+"""Ahead-of-time compilation of every Triton kernel for real GPUs, without one.
+
+Each :class:`KernelSpec` names a kernel and one launch configuration the
+backend uses (dtypes, constexprs, warps, stages). :func:`compile_spec` runs
+``triton.compile`` for a ``GPUTarget`` and reads the resources: shared memory
+from Triton's metadata, registers and spills from ``ptxas -v`` on the PTX.
+
+``triton.compile`` does not work while TRITON_INTERPRET=1 is set: run this in
+a process without it (tests/test_triton_aot.py does so in a subprocess).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import triton
+from dawnbench_fast.kernels.affine_act import affine_act_kernel
+from dawnbench_fast.kernels.augment import augment_kernel
+from dawnbench_fast.kernels.bn_act_backward import (
+    bn_act_bwd_apply_kernel,
+    bn_act_bwd_reduce_kernel,
+)
+from dawnbench_fast.kernels.bn_finalize import bn_finalize_kernel
+from dawnbench_fast.kernels.bn_stats import channel_stats_kernel
+from dawnbench_fast.kernels.conv3x3 import conv3x3_fwd_kernel
+from dawnbench_fast.kernels.gemm import gemm_configs, gemm_kernel
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+TARGETS = {"sm_80": GPUTarget("cuda", 80, 32), "sm_90": GPUTarget("cuda", 90, 32)}
+
+
+@dataclass
+class KernelSpec:
+    """One compiled variant: ``ptrs`` maps pointer args to Triton dtypes
+    (fp16, bf16, fp32, i8, u8, i32, i64), ``floats`` are fp32 scalars, every
+    other runtime argument is i32."""
+
+    name: str
+    kernel: Any
+    ptrs: dict[str, str]
+    constexprs: dict[str, Any]
+    floats: tuple[str, ...] = ()
+    num_warps: int = 4
+    num_stages: int = 3
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def signature(self) -> dict[str, str]:
+        sig = {}
+        for arg in self.kernel.arg_names:
+            if arg in self.constexprs:
+                sig[arg] = "constexpr"
+            elif arg in self.ptrs:
+                sig[arg] = "*" + self.ptrs[arg]
+            elif arg in self.floats:
+                sig[arg] = "fp32"
+            else:
+                sig[arg] = "i32"
+        return sig
+
+    def config_label(self) -> str:
+        keys = [k for k in self.constexprs if k.startswith("BLOCK") or k == "GROUP_M"]
+        tiles = "x".join(str(self.constexprs[k]) for k in keys)
+        return f"{tiles} w{self.num_warps} s{self.num_stages}"
+
+
+def _rc(dt: str, act: int = 2, block_r: int = 64, block_c: int = 64) -> dict[str, Any]:
+    return {"ACT": act, "BLOCK_R": block_r, "BLOCK_C": block_c}
+
+
+def specs(one_per_kernel: bool = False) -> list[KernelSpec]:
+    """The variants the model and the trainer launch (widths 64/256/256, bf16);
+    ``one_per_kernel`` keeps the first variant of each kernel (fast test)."""
+    out: list[KernelSpec] = []
+    act = 2  # GELU
+    for dt in ("bf16", "fp16"):
+        for cin, cout, pool, prologue in ((24, 64, True, False), (64, 64, False, True),
+                                         (64, 256, True, False), (256, 256, False, True)):
+            bn = min(128, max(16, triton.next_power_of_2(cout)))
+            bk = min(64, max(16, triton.next_power_of_2(cin)))
+            out.append(KernelSpec(
+                f"conv3x3_fwd[{dt},{cin}->{cout},{'pool' if pool else 'prologue'}]",
+                conv3x3_fwd_kernel,
+                {"x_ptr": dt, "w_ptr": dt, "scale_ptr": "fp32", "shift_ptr": "fp32",
+                 "y_ptr": dt, "idx_ptr": "i8", "psum_ptr": "fp32", "psumsq_ptr": "fp32"},
+                {"PROLOGUE": prologue, "ACT": act, "POOL": pool, "STATS": True, "ATOMIC": True,
+                 "F32_MATH": False, "DOT_PRECISION": "ieee", "BLOCK_M": 128, "BLOCK_N": bn,
+                 "BLOCK_K": bk},
+                num_warps=8 if bn >= 128 else 4, num_stages=3))
+        if dt == "fp16":
+            break  # fp16: one conv variant per shape is enough to show it compiles
+    out.append(KernelSpec("conv3x3_fwd[fp32/tf32,64->64,pool,deterministic]", conv3x3_fwd_kernel,
+                          {"x_ptr": "fp32", "w_ptr": "fp32", "scale_ptr": "fp32",
+                           "shift_ptr": "fp32", "y_ptr": "fp32", "idx_ptr": "i8",
+                           "psum_ptr": "fp32", "psumsq_ptr": "fp32"},
+                          {"PROLOGUE": True, "ACT": act, "POOL": True, "STATS": True,
+                           "ATOMIC": False, "F32_MATH": False, "DOT_PRECISION": "tf32",
+                           "BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64}, num_warps=4))
+    for atomic in (True, False):
+        out.append(KernelSpec(f"channel_stats[bf16,{'atomic' if atomic else 'partials'}]",
+                              channel_stats_kernel,
+                              {"x_ptr": "bf16", "psum_ptr": "fp32", "psumsq_ptr": "fp32"},
+                              {"ATOMIC": atomic, "BLOCK_R": 64, "BLOCK_C": 64}))
+    out.append(KernelSpec("bn_finalize", bn_finalize_kernel,
+                          dict.fromkeys(("psum_ptr", "psumsq_ptr", "weight_ptr", "bias_ptr",
+                                         "rmean_ptr", "rvar_ptr", "mean_ptr", "invstd_ptr",
+                                         "scale_ptr", "shift_ptr"), "fp32"),
+                          {"TRAINING": True, "UPDATE_RUNNING": True, "BLOCK_C": 256},
+                          floats=("count", "momentum", "eps", "unbias")))
+    out.append(KernelSpec("affine_act[bf16,gelu]", affine_act_kernel,
+                          {"x_ptr": "bf16", "scale_ptr": "fp32", "shift_ptr": "fp32",
+                           "y_ptr": "bf16"}, _rc("bf16")))
+    out.append(KernelSpec("bn_act_bwd_reduce[bf16,gelu]", bn_act_bwd_reduce_kernel,
+                          {"dy_ptr": "bf16", "x_ptr": "bf16", "scale_ptr": "fp32",
+                           "shift_ptr": "fp32", "pg_ptr": "fp32", "pgx_ptr": "fp32"}, _rc("bf16")))
+    for pool in (False, True):
+        out.append(KernelSpec(f"bn_act_bwd_apply[bf16,gelu{',pool' if pool else ''}]",
+                              bn_act_bwd_apply_kernel,
+                              {"dy_ptr": "bf16", "x_ptr": "bf16", "scale_ptr": "fp32",
+                               "shift_ptr": "fp32", "a_ptr": "fp32", "b_ptr": "fp32",
+                               "idx_ptr": "i8", "dx_ptr": "bf16"},
+                              {"POOL": pool, **_rc("bf16")}))
+    out.append(KernelSpec("augment[u8->bf16]", augment_kernel,
+                          {"padded_ptr": "u8", "idx_ptr": "i64", "ox_ptr": "i32", "oy_ptr": "i32",
+                           "flip_ptr": "i32", "cutx_ptr": "i32", "cuty_ptr": "i32",
+                           "scale_ptr": "fp32", "shift_ptr": "fp32", "out_ptr": "bf16"},
+                          {"SIZE": 32, "C": 3, "BLOCK": 4096}))
+    for cfg in gemm_configs():
+        kw = dict(cfg.kwargs)
+        out.append(KernelSpec("gemm[bf16]", gemm_kernel,
+                              {"a_ptr": "bf16", "b_ptr": "bf16", "c_ptr": "bf16"},
+                              {"F32_MATH": False, "DOT_PRECISION": "ieee", **kw},
+                              num_warps=cfg.num_warps, num_stages=cfg.num_stages))
+    if one_per_kernel:
+        seen: set[str] = set()
+        out = [s for s in out if not (s.kernel.__name__ in seen or seen.add(s.kernel.__name__))]
+    return out
+
+
+def _cuobjdump() -> str | None:
+    bundled = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    return str(bundled) if bundled.exists() else shutil.which("cuobjdump")
+
+
+def cubin_usage(cubin: bytes) -> dict[str, int]:
+    """Registers per thread, local memory per thread (where ptxas puts spills;
+    0 means no spills) and stack bytes, read from the cubin by cuobjdump."""
+    exe = _cuobjdump()
+    if exe is None:
+        return {}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "k.cubin")
+        Path(path).write_bytes(cubin)
+        res = subprocess.run([exe, "-res-usage", path], capture_output=True, text=True,
+                             check=True)
+    fields = dict(re.findall(r"\b(REG|STACK|LOCAL|SHARED):(\d+)", res.stdout))
+    return {"registers": int(fields.get("REG", -1)), "local_bytes": int(fields.get("LOCAL", 0)),
+            "stack_bytes": int(fields.get("STACK", 0))}
+
+
+def compile_spec(spec: KernelSpec, target: str) -> dict[str, Any]:
+    """Compile one variant for ``target`` ('sm_80' or 'sm_90'); its resources."""
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        raise RuntimeError("AOT compilation needs a process without TRITON_INTERPRET=1 "
+                           "(unset it: triton.compile does not work under the interpreter)")
+    src = ASTSource(spec.kernel, spec.signature(), spec.constexprs)
+    k = triton.compile(src, target=TARGETS[target],
+                       options={"num_warps": spec.num_warps, "num_stages": spec.num_stages})
+    md = k.metadata
+    row = {"kernel": spec.name, "target": target, "config": spec.config_label(),
+           "num_warps": md.num_warps, "num_stages": md.num_stages, "shared_bytes": md.shared,
+           "ptx_bytes": len(k.asm["ptx"]), "cubin_bytes": len(k.asm["cubin"])}
+    row.update(cubin_usage(k.asm["cubin"]))
+    return row
