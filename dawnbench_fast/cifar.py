@@ -383,7 +383,14 @@ def train_run(
 
     def do_eval(epoch: int, final: bool) -> tuple[float, None, bool]:
         level = cfg.tta_level if (final or cfg.log_eval_tta) else 0
-        return evaluate(trainer.model, data, cfg, device, level), None, level > 0
+        acc = evaluate(trainer.model, data, cfg, device, level)
+        line = (f"seed {cfg.seed} epoch {epoch + 1}/{cfg.epochs}: test top-1 {100 * acc:.2f}% "
+                f"(tta_level {level}), train clock {phases.seconds['init'] + phases.seconds['train']:.1f} s")
+        if bar is not None:
+            bar.write(line)
+        else:
+            print(line, flush=True)
+        return acc, None, level > 0
 
     result = run_epochs(
         epochs=cfg.epochs,
