@@ -26,7 +26,7 @@ from dawnbench_fast.data import augment as aug
 from dawnbench_fast.data.cifar10 import MEAN, STD, Cifar10, DataError, load_cifar10
 from dawnbench_fast.models.cifar_net import CifarNet
 from dawnbench_fast.optim.muon import Muon
-from dawnbench_fast.optim.schedule import linear_decay, set_lr
+from dawnbench_fast.optim.schedule import set_linear_decay
 from dawnbench_fast.train import LoopResult, Phases, run_epochs
 
 
@@ -204,14 +204,18 @@ def build_model(cfg: Config, device: torch.device, backend: str) -> CifarNet:
     return model.set_kernels(backend)
 
 
-def build_optimizers(model: CifarNet, cfg: Config) -> list[torch.optim.Optimizer]:
+def build_optimizers(model: CifarNet, cfg: Config, whiten_bias_steps: int = 0
+                     ) -> list[torch.optim.Optimizer]:
+    """Muon on the conv filters; Nesterov SGD on biases and head. The whitening
+    bias's lr reaches 0 when it freezes (after ``whiten_bias_steps``)."""
     filters = [p for p in model.parameters() if p.ndim == 4 and p.requires_grad]
     norm_biases = [
         p for n, p in model.named_parameters() if ".norm" in n and p.requires_grad
     ]
     wd = cfg.weight_decay * cfg.batch_size
     groups = [
-        dict(params=[model.whiten.bias], lr=cfg.lr_bias, weight_decay=wd / cfg.lr_bias),
+        dict(params=[model.whiten.bias], lr=cfg.lr_bias, weight_decay=wd / cfg.lr_bias,
+             decay_steps=whiten_bias_steps),
         dict(params=norm_biases, lr=cfg.lr_bias, weight_decay=wd / cfg.lr_bias),
         dict(params=[model.head.weight], lr=cfg.lr_head, weight_decay=wd / cfg.lr_head),
     ]
@@ -239,7 +243,7 @@ class Trainer:
         torch.manual_seed(self.cfg.seed)
         self.model = build_model(self.cfg, self.device, self.backend)
         self.model.init_whitening(self.data.whiten_x, eps=self.cfg.whiten_eps)
-        self.optimizers = build_optimizers(self.model, self.cfg)
+        self.optimizers = build_optimizers(self.model, self.cfg, self.whiten_bias_steps)
         self.step = 0
 
     def epoch_batches(self, epoch: int):
@@ -260,7 +264,7 @@ class Trainer:
         y = self.data.train_labels[idx]
         loss = F.cross_entropy(out.float(), y, label_smoothing=cfg.label_smoothing, reduction="sum")
         loss.backward()
-        set_lr(self.optimizers, linear_decay(self.step, self.total_steps))
+        set_linear_decay(self.optimizers, self.step, self.total_steps)
         for opt in self.optimizers:
             opt.step()
         model.zero_grad(set_to_none=True)

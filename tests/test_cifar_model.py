@@ -99,3 +99,21 @@ def test_a_few_training_steps_lower_the_loss(monkeypatch):
     assert sum(losses[-3:]) < 0.95 * sum(losses[:3])  # ln(10) = 2.30 at start
     # Deterministic for a seed.
     assert loss_trajectory(cfg, 3) == losses[:3]
+
+
+def test_linear_decay_schedule_per_group():
+    from dawnbench_fast.optim.schedule import set_linear_decay
+
+    net = CifarNet(widths=(8, 8, 8))
+    opts = build_optimizers(net, Config(), whiten_bias_steps=30)
+    set_linear_decay(opts, 0, 100)
+    lr0 = [g["lr"] for o in opts for g in o.param_groups]
+    assert lr0 == [Config.lr_bias, Config.lr_bias, Config.lr_head, Config.lr_filters]
+    set_linear_decay(opts, 15, 100)
+    assert opts[0].param_groups[0]["lr"] == pytest.approx(Config.lr_bias * 0.5)  # whiten bias
+    assert opts[1].param_groups[0]["lr"] == pytest.approx(Config.lr_filters * 0.85)
+    set_linear_decay(opts, 40, 100)
+    assert opts[0].param_groups[0]["lr"] == 0.0  # frozen with the bias
+    assert opts[0].param_groups[2]["lr"] == pytest.approx(Config.lr_head * 0.6)
+    set_linear_decay(opts, 100, 100)
+    assert all(g["lr"] == 0.0 for o in opts for g in o.param_groups)

@@ -10,9 +10,12 @@ def linear_decay(step: int, total_steps: int) -> float:
     return max(0.0, 1.0 - step / total_steps)
 
 
-def set_lr(optimizers: list[torch.optim.Optimizer], factor: float) -> None:
-    """Set each group's lr to its ``initial_lr`` times ``factor``."""
+def set_linear_decay(optimizers: list[torch.optim.Optimizer], step: int, total_steps: int) -> None:
+    """lr = initial_lr x linear_decay(step, horizon) for every group, where the
+    horizon is the group's own ``decay_steps`` if it has one (e.g. a parameter
+    trained only for the first epochs), else ``total_steps``."""
     for opt in optimizers:
         for group in opt.param_groups:
             group.setdefault("initial_lr", group["lr"])
-            group["lr"] = group["initial_lr"] * factor
+            horizon = group.get("decay_steps") or total_steps
+            group["lr"] = group["initial_lr"] * linear_decay(step, horizon)
