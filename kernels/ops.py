@@ -65,7 +65,15 @@ def _block_c(c: int) -> int:
     return min(64, triton.next_power_of_2(max(c, 1)))
 
 
-_ROWS = 64  # rows per tile of the element-wise / reduction kernels
+# The interpreter runs fewer, larger programs faster; tests lower this to
+# exercise tile edges.
+INTERPRETER_CONV_BLOCK_M = 512
+INTERPRETER_ROWS = 512
+
+
+def _rows() -> int:
+    """Rows per tile of the element-wise and reduction kernels."""
+    return INTERPRETER_ROWS if interpreting() else 64
 
 
 # --------------------------------------------------------------------------
@@ -76,7 +84,7 @@ def channel_stats(x2d: torch.Tensor, deterministic: bool) -> tuple[torch.Tensor,
     """Per-channel partial sums and sums of squares ([P, C] fp32) of R x C."""
     R, C = x2d.shape
     x2d = x2d.contiguous()
-    progs, per = _reduction_programs(R, _ROWS)
+    progs, per = _reduction_programs(R, _rows())
     if deterministic:  # every program writes its own row
         psum = new_output((progs, C), torch.float32, x2d.device)
         psumsq = new_output((progs, C), torch.float32, x2d.device)
@@ -85,7 +93,7 @@ def channel_stats(x2d: torch.Tensor, deterministic: bool) -> tuple[torch.Tensor,
         psumsq = torch.zeros_like(psum)
     grid = (progs, triton.cdiv(C, _block_c(C)))
     channel_stats_kernel[grid](x2d, psum, psumsq, R, C, per, ATOMIC=not deterministic,
-                               BLOCK_R=_ROWS, BLOCK_C=_block_c(C))
+                               BLOCK_R=_rows(), BLOCK_C=_block_c(C))
     record("channel_stats")
     return psum, psumsq
 
@@ -132,9 +140,9 @@ def affine_act(x2d: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor,
     R, C = x2d.shape
     x2d = x2d.contiguous()
     y = new_output(x2d.shape, x2d.dtype, x2d.device)
-    grid = (triton.cdiv(R, _ROWS), triton.cdiv(C, _block_c(C)))
+    grid = (triton.cdiv(R, _rows()), triton.cdiv(C, _block_c(C)))
     affine_act_kernel[grid](x2d, scale, shift, y, R, C, ACT=act_code(act),
-                            BLOCK_R=_ROWS, BLOCK_C=_block_c(C))
+                            BLOCK_R=_rows(), BLOCK_C=_block_c(C))
     record("affine_act")
     return y
 
@@ -150,12 +158,12 @@ def bn_act_bwd_reduce(dy: torch.Tensor, x: torch.Tensor, scale: torch.Tensor,
     """Per-channel sum(g) and sum(g*x), g = dy * act'(x*scale+shift), fp32."""
     R, C = x.shape
     x, dy = x.contiguous(), dy.contiguous()
-    progs, per = _reduction_programs(R, _ROWS)
+    progs, per = _reduction_programs(R, _rows())
     pg = new_output((progs, C), torch.float32, x.device)
     pgx = new_output((progs, C), torch.float32, x.device)
     grid = (progs, triton.cdiv(C, _block_c(C)))
     bn_act_bwd_reduce_kernel[grid](dy, x, scale, shift, pg, pgx, R, C, per,
-                                   ACT=act_code(act), BLOCK_R=_ROWS, BLOCK_C=_block_c(C))
+                                   ACT=act_code(act), BLOCK_R=_rows(), BLOCK_C=_block_c(C))
     record("bn_act_bwd_reduce")
     return pg.sum(0), pgx.sum(0)
 
@@ -182,10 +190,10 @@ def bn_act_bwd_apply(dy: torch.Tensor, x: torch.Tensor, scale: torch.Tensor,
     else:
         dx = new_output(full_shape, x.dtype, x.device)
     R = N * h * w
-    grid = (triton.cdiv(R, _ROWS), triton.cdiv(C, _block_c(C)))
+    grid = (triton.cdiv(R, _rows()), triton.cdiv(C, _block_c(C)))
     bn_act_bwd_apply_kernel[grid](dy, x, scale, shift, a, b, idx if pool else x, dx,
                                   R, C, h, w, H, W, ACT=act_code(act), POOL=pool,
-                                  BLOCK_R=_ROWS, BLOCK_C=_block_c(C))
+                                  BLOCK_R=_rows(), BLOCK_C=_block_c(C))
     record("bn_act_bwd_apply")
     return dx
 
@@ -200,7 +208,7 @@ def conv_blocks(cin: int, cout: int) -> tuple[int, int, int, int]:
     tiles of at least 16; BLOCK_M is a multiple of 4 (whole pooling windows)."""
     bn = min(128, max(16, triton.next_power_of_2(cout)))
     bk = min(64, max(16, triton.next_power_of_2(cin)))
-    bm = 64 if interpreting() else 128
+    bm = INTERPRETER_CONV_BLOCK_M if interpreting() else 128
     return bm, bn, bk, (8 if bn >= 128 else 4)
 
 

@@ -23,6 +23,12 @@ def _seed(request):
     """Random (never zero) inputs, reproducible per test id."""
     torch.manual_seed(zlib.crc32(request.node.nodeid.encode()))
 
+
+@pytest.fixture(autouse=True)
+def _small_tiles(monkeypatch):
+    """16-row tiles: several tiles and programs per test, masked edges."""
+    monkeypatch.setattr(ops, "INTERPRETER_ROWS", 16)
+
 TOL = {torch.float32: 2e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
 
 

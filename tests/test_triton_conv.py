@@ -27,6 +27,14 @@ def _seed(request):
     """Random (never zero) inputs, reproducible per test id."""
     torch.manual_seed(zlib.crc32(request.node.nodeid.encode()))
 
+
+@pytest.fixture(autouse=True)
+def _small_tiles(monkeypatch):
+    """Tiles of 32 conv rows (8 pooling windows): several tiles per test, and
+    masked partial tiles at the end."""
+    monkeypatch.setattr(ops, "INTERPRETER_CONV_BLOCK_M", 32)
+    monkeypatch.setattr(ops, "INTERPRETER_ROWS", 16)
+
 TOL = {torch.float32: (1e-4, 1e-4), torch.float16: (1e-2, 1e-2), torch.bfloat16: (5e-2, 5e-2)}
 
 
