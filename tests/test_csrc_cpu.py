@@ -268,3 +268,27 @@ def test_cpu_backend_registration_takes_the_measured_ops():
     assert dispatch._IMPLS[("bn_act", "cpu")] is ops.bn_act
     assert dispatch._IMPLS[("augment", "cpu")] is ops.augment
     assert ("gemm", "cpu") not in dispatch._IMPLS  # the emulated GEMM is for tests only
+
+
+def test_training_steps_with_csrc_ops_track_the_reference(monkeypatch):
+    """The CIFAR trainer (bf16 autocast, channels_last) with our bn_act and
+    augment swapped in for the reference ones: same losses within bf16 noise."""
+    import dataclasses
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from cifar_data import cifar_dir
+
+    from dawnbench_fast import dispatch
+    from dawnbench_fast.cifar import Config, loss_trajectory
+
+    cfg = dataclasses.replace(Config(), subset=512, batch_size=128, widths=(16, 32, 32),
+                              data_dir=str(cifar_dir()), download=False, kernels="torch",
+                              whiten_images=512)
+    ref = loss_trajectory(cfg, 6)
+    monkeypatch.setitem(dispatch._IMPLS, ("bn_act", "torch"), ops.bn_act)
+    monkeypatch.setitem(dispatch._IMPLS, ("augment", "torch"), ops.augment)
+    ours = loss_trajectory(cfg, 6)
+    assert ours[0] == pytest.approx(ref[0], rel=1e-2)
+    np.testing.assert_allclose(ours, ref, rtol=5e-2)
