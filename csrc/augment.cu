@@ -1,31 +1,28 @@
 // Training augmentation on the GPU: one thread per output element of the
-// float32 NHWC (channels_last) batch; consecutive threads write consecutive
+// NHWC (channels_last) batch; consecutive threads write consecutive
 // channels/pixels, so stores are coalesced. Math: augment_math.cuh.
 #include "augment_math.cuh"
 #include "float16_bits.cuh"
 
 namespace dbf {
 
-// padded: (num_images, ph, pw, C) uint8; indices: (B,) int64; params: (B, 5)
-// int32 [ox, oy, flip, cut_x, cut_y]; out: (B, size, size, C) of dtype DT
-// (fp32 is bit-identical to the reference; bf16/fp16 round that fp32 value).
-template <int DT>
-__device__ __forceinline__ void augment_elems(const unsigned char* __restrict__ padded,
-                                              const long long* __restrict__ indices,
-                                              const int* __restrict__ params,
-                                              const float* __restrict__ scale,
-                                              const float* __restrict__ shift,
-                                              typename Elem<DT>::T* out, int B, int ph, int pw,
-                                              int C, int size, int cutout) {
-  const long long total = static_cast<long long>(B) * size * size * C;
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<long long>(gridDim.x) * blockDim.x) {
-    const int c = static_cast<int>(i % C);
-    long long r = i / C;
-    const int x = static_cast<int>(r % size);
-    r /= size;
-    const int y = static_cast<int>(r % size);
-    const int b = static_cast<int>(r / size);
+template <int DT, typename I>
+__device__ __forceinline__ void augment_loop(const unsigned char* __restrict__ padded,
+                                             const long long* __restrict__ indices,
+                                             const int* __restrict__ params,
+                                             const float* __restrict__ scale,
+                                             const float* __restrict__ shift,
+                                             typename Elem<DT>::T* out, I total, int ph, int pw,
+                                             int C, int size, int cutout) {
+  const I cc = static_cast<I>(C), sz = static_cast<I>(size);
+  for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<I>(gridDim.x) * blockDim.x) {
+    const int c = static_cast<int>(i % cc);
+    I r = i / cc;
+    const int x = static_cast<int>(r % sz);
+    r /= sz;
+    const int y = static_cast<int>(r % sz);
+    const int b = static_cast<int>(r / sz);
     const int* p = params + b * kAugFields;
     float v = 0.0f;
     if (!augment_in_cutout(y, x, p[kAugCutY], p[kAugCutX], cutout)) {
@@ -36,6 +33,27 @@ __device__ __forceinline__ void augment_elems(const unsigned char* __restrict__ 
     }
     out[i] = Elem<DT>::store(v);
   }
+}
+
+// padded: (num_images, ph, pw, C) uint8; indices: (B,) int64; params: (B, 5)
+// int32 [ox, oy, flip, cut_x, cut_y]; out: (B, size, size, C) of dtype DT
+// (fp32 is bit-identical to the reference; bf16/fp16 round that fp32 value).
+// 32-bit index arithmetic below 2^31 elements (grid-stride steps stay < 2^21).
+template <int DT>
+__device__ __forceinline__ void augment_elems(const unsigned char* __restrict__ padded,
+                                              const long long* __restrict__ indices,
+                                              const int* __restrict__ params,
+                                              const float* __restrict__ scale,
+                                              const float* __restrict__ shift,
+                                              typename Elem<DT>::T* out, int B, int ph, int pw,
+                                              int C, int size, int cutout) {
+  const long long total = static_cast<long long>(B) * size * size * C;
+  if (total < 2147483647LL)
+    augment_loop<DT, unsigned int>(padded, indices, params, scale, shift, out,
+                                   static_cast<unsigned int>(total), ph, pw, C, size, cutout);
+  else
+    augment_loop<DT, long long>(padded, indices, params, scale, shift, out, total, ph, pw, C,
+                                size, cutout);
 }
 
 }  // namespace dbf

@@ -24,6 +24,36 @@ __device__ __forceinline__ float bn_shift(const typename Elem<DT>::T* x, int c, 
   return Elem<DT>::load(x[cl ? c : static_cast<i64>(c) * HW]);
 }
 
+// Accumulates one thread's rows m0, m0 + step, ... < m1 of channel c.
+template <int DT, int MODE, typename I>
+__device__ __forceinline__ void partial_rows(const typename Elem<DT>::T* __restrict__ x,
+                                             const typename Elem<DT>::T* __restrict__ dy,
+                                             int act, int C, int HW, int cl, int c, i64 m0,
+                                             i64 m1, int step, float k, float mean, float invstd,
+                                             float scale, float beta, float* a, float* b) {
+  typedef Elem<DT> E;
+  const I hw = static_cast<I>(HW), cc = static_cast<I>(C), ci = static_cast<I>(c);
+  for (I m = static_cast<I>(m0); m < static_cast<I>(m1); m += static_cast<I>(step)) {
+    I idx;
+    if (cl) {
+      idx = m * cc + ci;
+    } else {
+      const I n = m / hw;
+      idx = (n * cc + ci) * hw + (m - n * hw);
+    }
+    const float xv = E::load(x[idx]);
+    if (MODE == 0) {
+      const float d = xv - k;
+      *a += d;
+      *b += d * d;
+    } else {
+      const float g = bn_act_g(xv, E::load(dy[idx]), mean, scale, beta, act);
+      *a += g;
+      *b += g * (xv - mean) * invstd;
+    }
+  }
+}
+
 // Partial sums. mode 0: statistics of x (sum (x-k), sum (x-k)^2).
 // mode 1: backward sums (sum g, sum g * xhat) with g = dy * act'(z).
 template <int DT, int MODE>
@@ -31,7 +61,6 @@ __device__ __forceinline__ void bn_partial(const typename Elem<DT>::T* __restric
                                            const typename Elem<DT>::T* __restrict__ dy,
                                            const float* __restrict__ stats, int act, int N, int C,
                                            int HW, int cl, int P, float* __restrict__ partial) {
-  typedef Elem<DT> E;
   __shared__ float s1[DBF_BN_THREADS];
   __shared__ float s2[DBF_BN_THREADS];
   const i64 M = static_cast<i64>(N) * HW;
@@ -64,24 +93,14 @@ __device__ __forceinline__ void bn_partial(const typename Elem<DT>::T* __restric
       scale = stats[2 * C + c];
       beta = stats[3 * C + c];
     }
-    for (i64 m = m0 + row0; m < m1; m += rows_step) {
-      i64 idx;
-      if (cl) {
-        idx = m * C + c;
-      } else {
-        const i64 n = m / HW;
-        idx = (n * C + c) * HW + (m - n * HW);
-      }
-      const float xv = E::load(x[idx]);
-      if (MODE == 0) {
-        const float d = xv - k;
-        a += d;
-        b += d * d;
-      } else {
-        const float g = bn_act_g(xv, E::load(dy[idx]), mean, scale, beta, act);
-        a += g;
-        b += g * (xv - mean) * invstd;
-      }
+    // 32-bit index arithmetic whenever the tensor allows it (64-bit division
+    // costs several times more on the GPU).
+    if (static_cast<i64>(N) * C * HW < 2147483647LL) {
+      partial_rows<DT, MODE, unsigned int>(x, dy, act, C, HW, cl, c, m0 + row0, m1, rows_step,
+                                           k, mean, invstd, scale, beta, &a, &b);
+    } else {
+      partial_rows<DT, MODE, i64>(x, dy, act, C, HW, cl, c, m0 + row0, m1, rows_step, k, mean,
+                                  invstd, scale, beta, &a, &b);
     }
   }
   // Tree reduction over the threads that share a channel.
@@ -103,20 +122,55 @@ __device__ __forceinline__ void bn_partial(const typename Elem<DT>::T* __restric
   }
 }
 
+template <int DT, typename I>
+__device__ __forceinline__ void bn_fwd_loop(const typename Elem<DT>::T* __restrict__ x,
+                                            typename Elem<DT>::T* __restrict__ y,
+                                            const float* __restrict__ stats, I total, int C,
+                                            int chan_div, int act) {
+  typedef Elem<DT> E;
+  const float* mean = stats;
+  const float* scale = stats + 2 * C;
+  const float* beta = stats + 3 * C;
+  const I cc = static_cast<I>(C), div = static_cast<I>(chan_div);
+  for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<I>(gridDim.x) * blockDim.x) {
+    const int c = static_cast<int>((i / div) % cc);
+    y[i] = E::store(act_forward(bn_z(E::load(x[i]), mean[c], scale[c], beta[c]), act));
+  }
+}
+
+template <int DT, typename I>
+__device__ __forceinline__ void bn_dx_loop(const typename Elem<DT>::T* __restrict__ x,
+                                           const typename Elem<DT>::T* __restrict__ dy,
+                                           typename Elem<DT>::T* __restrict__ dx,
+                                           const float* __restrict__ stats,
+                                           const float* __restrict__ coef, I total, int C,
+                                           int chan_div, int act) {
+  typedef Elem<DT> E;
+  const float* mean = stats;
+  const float* scale = stats + 2 * C;
+  const float* beta = stats + 3 * C;
+  const I cc = static_cast<I>(C), div = static_cast<I>(chan_div);
+  for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<I>(gridDim.x) * blockDim.x) {
+    const int c = static_cast<int>((i / div) % cc);
+    const float xv = E::load(x[i]);
+    const float g = bn_act_g(xv, E::load(dy[i]), mean[c], scale[c], beta[c], act);
+    dx[i] = E::store(scale[c] * g + (xv - mean[c]) * coef[c] + coef[C + c]);
+  }
+}
+
+// Grid-stride loops stay below 2^31 + 2^21 (8192 blocks x 256 threads), so an
+// unsigned 32-bit index is safe for totals below 2^31.
 template <int DT>
 __device__ __forceinline__ void bn_fwd(const typename Elem<DT>::T* __restrict__ x,
                                        typename Elem<DT>::T* __restrict__ y,
                                        const float* __restrict__ stats, i64 total, int C,
                                        int chan_div, int act) {
-  typedef Elem<DT> E;
-  const float* mean = stats;
-  const float* scale = stats + 2 * C;
-  const float* beta = stats + 3 * C;
-  for (i64 i = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<i64>(gridDim.x) * blockDim.x) {
-    const int c = static_cast<int>((i / chan_div) % C);
-    y[i] = E::store(act_forward(bn_z(E::load(x[i]), mean[c], scale[c], beta[c]), act));
-  }
+  if (total < 2147483647LL)
+    bn_fwd_loop<DT, unsigned int>(x, y, stats, static_cast<unsigned int>(total), C, chan_div, act);
+  else
+    bn_fwd_loop<DT, i64>(x, y, stats, total, C, chan_div, act);
 }
 
 template <int DT>
@@ -126,17 +180,11 @@ __device__ __forceinline__ void bn_dx(const typename Elem<DT>::T* __restrict__ x
                                       const float* __restrict__ stats,
                                       const float* __restrict__ coef, i64 total, int C,
                                       int chan_div, int act) {
-  typedef Elem<DT> E;
-  const float* mean = stats;
-  const float* scale = stats + 2 * C;
-  const float* beta = stats + 3 * C;
-  for (i64 i = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<i64>(gridDim.x) * blockDim.x) {
-    const int c = static_cast<int>((i / chan_div) % C);
-    const float xv = E::load(x[i]);
-    const float g = bn_act_g(xv, E::load(dy[i]), mean[c], scale[c], beta[c], act);
-    dx[i] = E::store(scale[c] * g + (xv - mean[c]) * coef[c] + coef[C + c]);
-  }
+  if (total < 2147483647LL)
+    bn_dx_loop<DT, unsigned int>(x, dy, dx, stats, coef, static_cast<unsigned int>(total), C,
+                                 chan_div, act);
+  else
+    bn_dx_loop<DT, i64>(x, dy, dx, stats, coef, total, C, chan_div, act);
 }
 
 }  // namespace dbf
