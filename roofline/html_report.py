@@ -34,6 +34,9 @@ def render_html(rep: Report, svg_path: str | pathlib.Path | None = None) -> str:
     ) or "<tr><td colspan=4>(none)</td></tr>"
     roofs = ", ".join(f"{k} {si(v, 'FLOP/s')} ({e(p.source.get(k, ''))})"
                       for k, v in sorted(p.flops.items()))
+    wall = (f"Wall clock of the profiled region (profiler on, time between ops included): "
+            f"{t['wall_time_us'] / 1000:.3f} ms, {t['wall_fraction_of_peak']:.1%} of the peak."
+            if "wall_time_us" in t else "")
     warn = "".join(f"<p class=warn>WARNING: {e(w)}</p>" for w in rep.warnings)
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>Roofline: {e(rep.source)}</title>
@@ -55,7 +58,8 @@ Time basis: {'GPU kernel time' if rep.time_basis == 'device' else 'host op time'
 {si(t['flops_per_s'], 'FLOP/s')} over {t['op_time_us'] / 1000:.3f} ms of op time
 ({t['coverage']:.2%} of it counted). FLOPs {si(t['flops'])} (matmul/conv
 {si(t['matmul_conv_flops'])}), minimal bytes {si(t['bytes'], 'B')}. Matmul/conv alone:
-{si(t['matmul_conv_flops_per_s'], 'FLOP/s')} = {t['matmul_conv_fraction_of_peak']:.1%}.</p>
+{si(t['matmul_conv_flops_per_s'], 'FLOP/s')} = {t['matmul_conv_fraction_of_peak']:.1%}.
+{wall}</p>
 <p><small>{e(CONVENTIONS)}</small></p>
 {svg}
 <h2>Ops</h2>

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pathlib
 import tempfile
+import time
 from collections.abc import Callable
 
 from dawnbench_fast.roofline.outputs import write_report_set
@@ -45,7 +46,9 @@ class Capture:
         self.steps = steps
         self._given_path = pathlib.Path(trace_path) if trace_path else None
         self.trace_path: pathlib.Path | None = None
+        self.wall_s: float | None = None  # wall time inside the block (profiler on)
         self._prof = None
+        self._t0 = 0.0
 
     def __enter__(self) -> Capture:
         from torch.profiler import profile
@@ -53,10 +56,12 @@ class Capture:
         _sync()
         self._prof = profile(activities=_activities(self.device), record_shapes=True)
         self._prof.__enter__()
+        self._t0 = time.perf_counter()
         return self
 
     def __exit__(self, *exc) -> None:
         _sync()
+        self.wall_s = time.perf_counter() - self._t0
         self._prof.__exit__(*exc)
         if exc[0] is not None:
             return
@@ -80,7 +85,7 @@ class Capture:
             raise RuntimeError("capture.report(): nothing captured yet; call it after the "
                                "`with roofline.capture() as cap:` block")
         rep = build_report(self.trace_path, device=device, peaks_file=peaks_file,
-                           steps=steps if steps is not None else self.steps)
+                           steps=steps if steps is not None else self.steps, wall_s=self.wall_s)
         if out_dir is not None:
             write_report_set(rep, out_dir)
         return rep

@@ -136,19 +136,22 @@ def build_report(
     peaks_file: str | None = None,
     ncu: Iterable[NcuKernel] | None = None,
     steps: int | None = None,
+    wall_s: float | None = None,
 ) -> Report:
-    """Count a trace and set it against a device's peaks."""
+    """Count a trace and set it against a device's peaks. ``wall_s``: the
+    wall-clock time of the traced region, if known (the live API measures it),
+    for a fraction of peak that includes the time between ops."""
     if not isinstance(trace, Trace):
         trace = load_trace(trace)
     if peaks is None:
         peaks = resolve_peaks(device, peaks_file, trace.on_gpu, trace.device_properties)
     attr = attribute(trace)
-    return report_from_attribution(attr, peaks, trace.path, ncu=ncu, steps=steps)
+    return report_from_attribution(attr, peaks, trace.path, ncu=ncu, steps=steps, wall_s=wall_s)
 
 
 def report_from_attribution(
     attr: Attribution, peaks: Peaks, source: str, *, ncu: Iterable[NcuKernel] | None = None,
-    steps: int | None = None,
+    steps: int | None = None, wall_s: float | None = None,
 ) -> Report:
     ncu_by_name = _ncu_means(ncu)
     rows: dict[tuple, Row] = {}
@@ -241,11 +244,17 @@ def report_from_attribution(
         if mm_time and main_peak else 0.0,
         "bandwidth_bytes_per_s": peaks.bandwidth,
     }
+    if wall_s:
+        totals["wall_time_us"] = wall_s * 1e6
+        totals["wall_flops_per_s"] = flops / wall_s
+        totals["wall_fraction_of_peak"] = flops / wall_s / main_peak if main_peak else 0.0
     if steps:
         totals["steps"] = steps
         totals["flops_per_step"] = flops / steps
         totals["matmul_conv_flops_per_step"] = mm_flops / steps
         totals["op_time_per_step_us"] = op_time / steps
+        if wall_s:
+            totals["wall_time_per_step_us"] = wall_s * 1e6 / steps
     warnings = []
     if not attr.has_shapes:
         warnings.append("the trace has no input shapes: record it with "

@@ -46,6 +46,10 @@ def render_text(rep: Report, max_rows: int | None = 60) -> str:
         f"alone {si(t['matmul_conv_flops_per_s'], 'FLOP/s')} = "
         f"{t['matmul_conv_fraction_of_peak']:.1%}",
     ]
+    if "wall_time_us" in t:
+        lines.append(f"  wall clock of the profiled region {_ms(t['wall_time_us'])} ms (profiler on, "
+                     f"time between ops included): {si(t['wall_flops_per_s'], 'FLOP/s')} = "
+                     f"{t['wall_fraction_of_peak']:.1%} of the {t['main_precision']} peak")
     if rep.steps:
         lines.append(f"  per step: {si(t['flops_per_step'])}FLOP "
                      f"(matmul/conv {si(t['matmul_conv_flops_per_step'])}FLOP), "

@@ -154,6 +154,10 @@ def test_profile_training_writes_trace_and_reports(tmp_path, monkeypatch):
         assert (out / name).stat().st_size > 0, name
     data = json.loads((out / "report.json").read_text())
     assert data["steps"] == 2
+    # the wall clock of the profiled steps covers at least their op time
+    assert data["totals"]["wall_time_us"] >= data["totals"]["op_time_us"]
+    assert 0 < data["totals"]["wall_fraction_of_peak"] <= data["totals"]["fraction_of_peak"]
+    assert "wall clock of the profiled region" in (out / "report.txt").read_text()
     # forward + 2 backward mms per step (weight grad and input grad are not both
     # needed: x has no grad, so the backward has one mm for the weight)
     assert data["totals"]["matmul_conv_flops"] == pytest.approx(2 * (2 * 2 * 7 * 11 * 5))
