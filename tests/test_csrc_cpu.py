@@ -292,3 +292,22 @@ def test_training_steps_with_csrc_ops_track_the_reference(monkeypatch):
     ours = loss_trajectory(cfg, 6)
     assert ours[0] == pytest.approx(ref[0], rel=1e-2)
     np.testing.assert_allclose(ours, ref, rtol=5e-2)
+
+
+def test_profiler_sees_the_custom_ops_and_roofline_has_their_costs():
+    from dawnbench_fast.csrc import costs as csrc_costs
+    from torch.profiler import ProfilerActivity, profile
+
+    roofline_costs = pytest.importorskip("dawnbench_fast.roofline.costs")
+    x = torch.randn(4, 8, 5, 5, requires_grad=True)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        ops.bn_act(x, BatchNorm(8), "gelu").sum().backward()
+    names = {e.name for e in prof.events()}
+    assert {"dawnbench::csrc_bn_act_fwd", "dawnbench::csrc_bn_act_bwd"} <= names
+    for name in csrc_costs.COSTS:
+        assert roofline_costs.has_cost(name), name
+    flops, nbytes = csrc_costs.bn_act_fwd_cost([[4, 8, 5, 5], [8], [8], [8], [8]],
+                                               ["float"] * 5, [None] * 8 + ["'relu'"])
+    assert flops == (3 + 2 + 1) * 800 and nbytes == 2 * 800 * 4 + 6 * 4 * 8
+    assert csrc_costs.gemm_mma_cost([[64, 32], [32, 16]], ["c10::Half"] * 2) == (
+        2 * 64 * 16 * 32, 64 * 32 * 2 + 32 * 16 * 2 + 64 * 16 * 4)
