@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from dawnbench_fast import dispatch
 from dawnbench_fast.data import augment as aug
 from dawnbench_fast.data.cifar10 import MEAN, STD, Cifar10, DataError, load_cifar10
-from dawnbench_fast.models.cifar_net import CifarNet
+from dawnbench_fast.models.cifar_net import CifarNet, FoldedCifarNet
 from dawnbench_fast.optim.muon import Muon
 from dawnbench_fast.optim.schedule import set_linear_decay
 from dawnbench_fast.train import LoopResult, Phases, run_epochs
@@ -301,12 +301,19 @@ def tta_logits(model: torch.nn.Module, x: torch.Tensor, level: int) -> torch.Ten
     return 0.5 * mirrored(x) + 0.25 * (mirrored(shifted[0]) + mirrored(shifted[1]))
 
 
+def inference_net(model: CifarNet) -> FoldedCifarNet:
+    """The trained net with BN folded into the convs, for evaluation and latency."""
+    model.eval()
+    return FoldedCifarNet(model).to(memory_format=torch.channels_last)
+
+
 @torch.no_grad()
 def evaluate(
     model: torch.nn.Module, data: DeviceData, cfg: Config, device: torch.device, tta_level: int
 ) -> float:
-    """Top-1 accuracy on the (sub)set of test images."""
-    model.eval()
+    """Top-1 accuracy on the (sub)set of test images (BN folded first)."""
+    if isinstance(model, CifarNet):
+        model = inference_net(model)
     correct = 0
     with autocast(cfg, device):
         for i in range(0, len(data.test_x), cfg.eval_batch_size):
@@ -364,8 +371,7 @@ def warm_up(cfg: Config, data: DeviceData, device: torch.device, backend: str) -
         if k == 1:
             break
     with torch.no_grad(), autocast(cfg, device):
-        t.model.eval()
-        tta_logits(t.model, data.test_x[: cfg.eval_batch_size], cfg.tta_level)
+        tta_logits(inference_net(t.model), data.test_x[: cfg.eval_batch_size], cfg.tta_level)
 
 
 def train_run(
@@ -604,9 +610,9 @@ def run_cli(a: argparse.Namespace) -> int:
                 with run_phases.timed("inference_eval"):
                     infer_top1 = evaluate(model, data, cfg, device, level)
             with run_phases.timed("latency"), torch.no_grad(), autocast(cfg, device):
-                model.eval()
+                net = inference_net(model)
                 lat_ms, lat_n = bench.one_image_latency(
-                    lambda x, m=model, lv=level: tta_logits(m, x, lv), data.test_x, a.latency_images, device)
+                    lambda x, m=net, lv=level: tta_logits(m, x, lv), data.test_x, a.latency_images, device)
         run_dir = out / f"seed{run_cfg.seed}" if a.runs > 1 else out
         misc = {
             "optimizer": "Muon (conv filters) + Nesterov SGD (biases, head)",

@@ -117,3 +117,22 @@ def test_linear_decay_schedule_per_group():
     assert opts[0].param_groups[2]["lr"] == pytest.approx(Config.lr_head * 0.6)
     set_linear_decay(opts, 100, 100)
     assert all(g["lr"] == 0.0 for o in opts for g in o.param_groups)
+
+
+def test_folded_inference_net_equals_eval_mode_net():
+    from dawnbench_fast.models.cifar_net import FoldedCifarNet
+
+    torch.manual_seed(4)
+    net = CifarNet(widths=(16, 24, 40))
+    net.train()
+    for _ in range(3):  # give the BN layers non-trivial running statistics and biases
+        net(torch.randn(8, 3, 32, 32) * 2 + 0.3)
+    for p in net.parameters():
+        if p.requires_grad and p.ndim == 1:
+            p.data.normal_()
+    net.eval()
+    x = torch.randn(5, 3, 32, 32)
+    with torch.no_grad():
+        want = net(x)
+        got = FoldedCifarNet(net)(x)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)

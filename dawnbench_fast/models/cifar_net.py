@@ -101,3 +101,43 @@ def macs_per_image(model: CifarNet, hw: int = 32) -> int:
         total += side * side * cout * cout * 9
     total += model.head.in_features * model.head.out_features
     return total
+
+
+def _fold(conv: nn.Conv2d, bn: nn.BatchNorm2d) -> nn.Conv2d:
+    """conv followed by eval-mode BN as one conv with bias. Valid across the
+    max-pool between them too: BN's per-channel scale is positive (frozen
+    weight 1), and max-pool commutes with a positive affine map."""
+    scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)
+    if (scale <= 0).any():
+        raise ValueError("BN folding across max-pool needs positive BN scales")
+    fused = nn.Conv2d(conv.in_channels, conv.out_channels, 3, padding=1, bias=True)
+    fused.weight.data = (conv.weight * scale[:, None, None, None]).detach().clone()
+    fused.bias.data = (bn.bias - bn.running_mean * scale).detach().clone()
+    return fused.to(conv.weight.device)
+
+
+class FoldedCifarNet(nn.Module):
+    """Inference form of a trained :class:`CifarNet`: every BN folded into the
+    conv before it, so a forward is 7 convs, the pools, activations and head."""
+
+    def __init__(self, model: CifarNet):
+        super().__init__()
+        self.whiten = model.whiten
+        self.act = model.act
+        self.convs = nn.ModuleList()
+        with torch.no_grad():
+            for g in model.groups:
+                self.convs.append(_fold(g.conv1, g.norm1))
+                self.convs.append(_fold(g.conv2, g.norm2))
+        self.head = model.head
+        self.logit_scale = model.logit_scale
+        self.eval().requires_grad_(False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        act = ACTIVATIONS[self.act]
+        x = act(self.whiten(x))
+        for i in range(0, len(self.convs), 2):
+            x = act(F.max_pool2d(self.convs[i](x), 2))
+            x = act(self.convs[i + 1](x))
+        x = F.max_pool2d(x, x.shape[-1]).flatten(1)
+        return self.head(x) * self.logit_scale
