@@ -27,7 +27,7 @@ from dawnbench_fast.data.cifar10 import MEAN, STD, Cifar10, DataError, load_cifa
 from dawnbench_fast.models.cifar_net import CifarNet, FoldedCifarNet
 from dawnbench_fast.optim.muon import Muon
 from dawnbench_fast.optim.schedule import set_linear_decay
-from dawnbench_fast.train import LoopResult, Phases, run_epochs
+from dawnbench_fast.train import LoopResult, Phases, Splits, run_epochs
 
 
 @dataclass
@@ -237,6 +237,7 @@ class Trainer:
         self.augment = dispatch.get_op("augment", backend)
         self.step = 0
         self.model: CifarNet | None = None
+        self.splits = Splits(enabled=device.type == "cpu")
 
     def init_model(self) -> None:
         """Build the net from the seed and set its whitening filters."""
@@ -251,23 +252,29 @@ class Trainer:
         cfg = self.cfg
         order = np.random.default_rng([cfg.seed, epoch]).permutation(self.n_train)
         for i in range(self.steps_per_epoch):
+            self.splits.start()
             idx = order[i * self.batch : (i + 1) * self.batch]
             p = aug.augment_params(cfg.seed, epoch, idx, cfg.translate, cfg.flip, cfg.cutout)
             x = self.augment(self.data.padded, torch.from_numpy(idx), p, self.data.scale, self.data.shift)
+            self.splits.mark("augment")
             yield torch.from_numpy(idx).to(self.device), x
 
     def train_step(self, idx: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         cfg, model = self.cfg, self.model
+        self.splits.start()
         model.train()
         with autocast(cfg, self.device):
             out = model(x, whiten_bias_grad=self.step < self.whiten_bias_steps)
         y = self.data.train_labels[idx]
         loss = F.cross_entropy(out.float(), y, label_smoothing=cfg.label_smoothing, reduction="sum")
+        self.splits.mark("forward")
         loss.backward()
+        self.splits.mark("backward")
         set_linear_decay(self.optimizers, self.step, self.total_steps)
         for opt in self.optimizers:
             opt.step()
         model.zero_grad(set_to_none=True)
+        self.splits.mark("optimizer")
         self.step += 1
         return loss.detach()
 
@@ -642,6 +649,8 @@ def run_cli(a: argparse.Namespace) -> int:
             "inference_top1": infer_top1,
             "inference_cost_usd_per_image": inf["cost"] if lat_ms is not None else None,
             "phases_seconds": dict(run_phases.seconds),
+            "train_split_seconds": dict(o.trainer.splits.seconds),
+            "conv_wgrad_methods": conv_wgrad_methods(backend),
             "epochs": [dataclasses.asdict(r) | {"hours": r.hours} for r in o.result.rows],
         }
         run_json = {
@@ -663,6 +672,15 @@ def run_cli(a: argparse.Namespace) -> int:
         bench.write_json(out / "summary.json", {"config": dataclasses.asdict(cfg), "runs": summaries})
     print(f"reports written to {out}/")
     return 0
+
+
+def conv_wgrad_methods(backend: str) -> dict[str, str]:
+    """The weight-gradient method the cpu conv chose per shape (run.json)."""
+    if backend != "cpu":
+        return {}
+    from dawnbench_fast.models import conv_cpu
+
+    return conv_cpu.chosen_methods()
 
 
 def json_dumps(obj: object) -> str:
@@ -713,6 +731,9 @@ def report_text(runs: list[dict], cfg: Config, cost_per_hour: float | None, hard
     for s in runs:
         for k, v in s["phases_seconds"].items():
             ph.setdefault(k, []).append(v)
+    for s in runs:
+        for k, v in s["train_split_seconds"].items():
+            ph.setdefault(f"  train: {k}", []).append(v)
     lines.append("\nwhere the time goes (mean seconds per run; the clock = init + train + decide_eval):")
     lines.append(bench.table(["phase", "seconds"],
                              [[k, f"{bench.mean_std(v)[0]:.2f}"] for k, v in ph.items()]))

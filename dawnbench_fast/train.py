@@ -120,3 +120,24 @@ def loss_trajectory(config, steps: int, device: str | torch.device = "cpu") -> l
     from dawnbench_fast.cifar import loss_trajectory as cifar_losses
 
     return cifar_losses(config, steps, device)
+
+
+class Splits:
+    """Seconds per part of a training step (augment, forward, backward,
+    optimizer), summed over a run. Only on the CPU, where reading the clock is
+    free; on CUDA it would need a device sync that slows the step, so it is off."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.seconds: dict[str, float] = {}
+        self._t = 0.0
+
+    def start(self) -> None:
+        if self.enabled:
+            self._t = time.perf_counter()
+
+    def mark(self, name: str) -> None:
+        if self.enabled:
+            now = time.perf_counter()
+            self.seconds[name] = self.seconds.get(name, 0.0) + now - self._t
+            self._t = now
