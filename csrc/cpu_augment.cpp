@@ -30,7 +30,7 @@ void augment_t(const unsigned char* padded, const long long* indices, const int*
   const float* psc = sc.data();
   const float* psh = sh.data();
   const int* pflip = flip_src.data();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (B >= 16)
   for (int b = 0; b < B; ++b) {
     const int* p = params + b * kAugFields;
     const int ox = p[kAugOx], oy = p[kAugOy], flip = p[kAugFlip];
@@ -69,13 +69,13 @@ void augment(int dtype, const unsigned char* padded, const long long* indices, c
 }
 
 void float_to_16bit(int dtype, const float* src, unsigned short* dst, long long n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= (1 << 16))
   for (long long i = 0; i < n; ++i)
     dst[i] = dtype == kBF16 ? float_to_bf16(src[i]) : float_to_f16(src[i]);
 }
 
 void float_from_16bit(int dtype, const unsigned short* src, float* dst, long long n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= (1 << 16))
   for (long long i = 0; i < n; ++i)
     dst[i] = dtype == kBF16 ? bf16_to_float(src[i]) : f16_to_float(src[i]);
 }

@@ -17,6 +17,13 @@ namespace {
 
 // Rows of NHWC accumulated in fp32 before being added to the fp64 totals.
 constexpr int kRowBlock = 256;
+// Below this many elements a parallel region costs more than it saves (thread
+// wake-up is tens of microseconds; batch-1 inference lives here).
+constexpr i64 kParallelMin = 1 << 16;
+
+inline bool parallel_worth(int N, int C, int HW) {
+  return static_cast<i64>(N) * C * HW >= kParallelMin;
+}
 
 // mode 0: sums of (x - k) and (x - k)^2; mode 1: sums of g and g * xhat.
 template <int DT, int ACT, int MODE>
@@ -35,7 +42,7 @@ void channel_sums(const void* xv, const void* dyv, const float* stats, const flo
   if (!cl) {
     // One partial per (n, c) plane, then a fixed-order reduction over n.
     std::vector<double> p1(static_cast<std::size_t>(N) * C), p2(static_cast<std::size_t>(N) * C);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_worth(N, C, HW))
     for (i64 nc = 0; nc < static_cast<i64>(N) * C; ++nc) {
       const int c = static_cast<int>(nc % C);
       const typename E::T* xp = x + nc * HW;
@@ -74,7 +81,7 @@ void channel_sums(const void* xv, const void* dyv, const float* stats, const flo
   const i64 M = static_cast<i64>(N) * HW;
   const int P = static_cast<int>(M < 64 ? M : 64);
   std::vector<double> p1(static_cast<std::size_t>(P) * C, 0.0), p2(static_cast<std::size_t>(P) * C, 0.0);
-#pragma omp parallel
+#pragma omp parallel if (parallel_worth(N, C, HW))
   {
     std::vector<float> a(C), b(C);
 #pragma omp for schedule(static)
@@ -136,7 +143,7 @@ void elementwise(const void* xv, const void* dyv, void* outv, const float* stats
   const float* cx = coef;
   const float* c1 = coef ? coef + C : nullptr;
   if (!cl) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_worth(N, C, HW))
     for (i64 nc = 0; nc < static_cast<i64>(N) * C; ++nc) {
       const int c = static_cast<int>(nc % C);
       const float mu = mean[c], sc = scale[c], bt = beta[c];
@@ -160,7 +167,7 @@ void elementwise(const void* xv, const void* dyv, void* outv, const float* stats
     return;
   }
   const i64 M = static_cast<i64>(N) * HW;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_worth(N, C, HW))
   for (i64 m = 0; m < M; ++m) {
     const typename E::T* xr = x + m * C;
     typename E::T* orow = out + m * C;
