@@ -8,6 +8,8 @@ this machine, at the CIFAR recipe's shapes.
   (``dawnbench::csrc_bn_act_fwd/bwd``) vs the torch reference
   (``nn.BatchNorm2d`` + ``F.gelu``, oneDNN/ATen kernels), bf16 channels_last
   (the recipe's CPU setting) and fp32 NCHW.
+- bn_act latency: eval mode, batch 1, the six layers of one image (what the
+  DAWNBench 1-image latency runs through).
 - augment: crop + flip + normalise of a batch from the padded uint8 dataset:
   ours vs the numba kernel (``data.augment_cpu``, the ``cpu`` backend's) vs
   the torch reference.
@@ -78,6 +80,30 @@ def bench_bn_act(batch: int, reps: int, dtype: torch.dtype, cl: bool) -> dict:
             "seconds": res}
 
 
+def bench_bn_act_latency(reps: int, calls: int = 200) -> dict:
+    """Eval-mode bn_act at batch 1 (the DAWNBench latency path): per-call cost
+    at the six BN shapes, bf16 channels_last, under no_grad."""
+    gen = torch.Generator().manual_seed(0)
+    layers = []
+    for c, side in BN_SHAPES:
+        x = torch.randn(1, c, side, side, generator=gen).to(torch.bfloat16)
+        layers.append((x.contiguous(memory_format=torch.channels_last), BatchNorm(c).eval()))
+
+    def run(fn):
+        def step():
+            with torch.no_grad():
+                for _ in range(calls):
+                    for x, bn in layers:
+                        fn(x, bn, "gelu")
+        return step
+
+    res = _interleaved_medians({"torch (ATen/oneDNN)": run(bn_act),
+                                "csrc C++/OpenMP": run(ops.bn_act)}, reps)
+    per = {k: v / calls for k, v in res.items()}
+    return {"op": "bn_act eval, six layers per image (latency path)", "batch": 1,
+            "dtype": "bfloat16", "layout": "channels_last", "seconds": per}
+
+
 def bench_augment(batch: int, reps: int) -> dict:
     from dawnbench_fast.data.augment_cpu import augment_cpu
 
@@ -113,6 +139,7 @@ def main() -> None:
     load_before = os.getloadavg()
     runs = [bench_bn_act(a.batch, a.reps, torch.bfloat16, True),
             bench_bn_act(a.batch, a.reps, torch.float32, False),
+            bench_bn_act_latency(a.reps),
             *(bench_augment(b, a.reps) for b in a.aug_batch)]
     results = {
         "machine": {"cpu": platform.processor() or platform.machine(),
@@ -130,7 +157,7 @@ def main() -> None:
         print(head)
         for name, s in r["seconds"].items():
             extra = f"  {r['images_per_s'][name]:,.0f} img/s" if "images_per_s" in r else ""
-            print(f"  {name:24s} {s * 1e3:9.2f} ms  x{base / s:5.2f} vs first{extra}")
+            print(f"  {name:24s} {s * 1e3:9.3f} ms  x{base / s:5.2f} vs first{extra}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)
