@@ -4,6 +4,8 @@ call, odd sizes, forward and backward, tolerances per dtype."""
 
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 import pytest
 import torch
@@ -50,7 +52,7 @@ def _input(shape, dtype, cl, gen, offset=1.0):
 @pytest.mark.parametrize("cl", [False, True], ids=["nchw", "nhwc"])
 @pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
 def test_bn_act_forward_backward_matches_reference(act, dtype, cl, training):
-    gen = torch.Generator().manual_seed(hash((act, str(dtype), cl, training)) % 2**31)
+    gen = torch.Generator().manual_seed(zlib.crc32(f"{act}{dtype}{cl}{training}".encode()))
     for shape in SHAPES:
         bn_ref, bn_ours = _make_bn(shape[1], gen), None
         bn_ours = BatchNorm(shape[1])
