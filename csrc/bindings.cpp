@@ -99,8 +99,8 @@ PYBIND11_MODULE(DBF_MODULE_NAME, m) {
       [](int dtype, std::uintptr_t A, std::uintptr_t B, std::uintptr_t C, int M, int N, int K,
          int lda, int ldb, int ldc) {
         py::gil_scoped_release nogil;
-        dbf::cpu::gemm_mma_emulated(dtype, ptr<const void>(A), ptr<const void>(B), ptr<float>(C),
-                                    M, N, K, lda, ldb, ldc);
+        return dbf::cpu::gemm_mma_emulated(dtype, ptr<const void>(A), ptr<const void>(B),
+                                           ptr<float>(C), M, N, K, lda, ldb, ldc);
       },
       "The tensor-core GEMM's tiles on the CPU with mma emulated (tests only)");
 

@@ -49,14 +49,17 @@ void mma_warp(const u32 a[32][4], const u32 b[32][2], float d[32][4]) {
     }
 }
 
+// Returns how many (block, k-stage) pairs took the vectorised staging path.
 template <int DT>
-void gemm_t(const u16* A, const u16* B, float* C, int M, int N, int K, int lda, int ldb,
-            int ldc) {
+int gemm_t(const u16* A, const u16* B, float* C, int M, int N, int K, int lda, int ldb,
+           int ldc) {
   const int gm = (M + kBM - 1) / kBM, gn = (N + kBN - 1) / kBN;
-#pragma omp parallel for schedule(dynamic)
+  int vec_stages = 0;
+#pragma omp parallel for schedule(dynamic) reduction(+ : vec_stages)
   for (int blk = 0; blk < gm * gn; ++blk) {
     const int bm0 = (blk / gn) * kBM, bn0 = (blk % gn) * kBN;
-    u16 As[kBM * kAStride], Bs[kBK * kBStride];
+    alignas(16) u16 As[kBM * kAStride];
+    alignas(16) u16 Bs[kBK * kBStride];
     static thread_local float acc[4][32][kMI][kNI][4];  // [warp][lane]...
     for (int w = 0; w < 4; ++w)
       for (int l = 0; l < 32; ++l)
@@ -64,8 +67,10 @@ void gemm_t(const u16* A, const u16* B, float* C, int M, int N, int K, int lda, 
           for (int ni = 0; ni < kNI; ++ni)
             for (int r = 0; r < 4; ++r) acc[w][l][mi][ni][r] = 0.0f;
     for (int k0 = 0; k0 < K; k0 += kBK) {
+      const bool vec = stage_vectorisable(A, B, M, N, K, lda, ldb, bm0, bn0, k0);
+      if (vec) ++vec_stages;
       for (int tid = 0; tid < kThreads; ++tid)  // all threads, then the "barrier"
-        load_stage(A, B, As, Bs, M, N, K, lda, ldb, bm0, bn0, k0, tid);
+        load_stage(A, B, As, Bs, M, N, K, lda, ldb, bm0, bn0, k0, tid, vec);
       for (int w = 0; w < 4; ++w) {
         const int wm = w >> 1, wn = w & 1;
         for (int ks = 0; ks < kKS; ++ks) {
@@ -90,18 +95,17 @@ void gemm_t(const u16* A, const u16* B, float* C, int M, int N, int K, int lda, 
       for (int lane = 0; lane < 32; ++lane)
         store_c(C, M, N, ldc, bm0, bn0, w >> 1, w & 1, lane, acc[w][lane]);
   }
+  return vec_stages;
 }
 
 }  // namespace
 
-void gemm_mma_emulated(int dtype, const void* A, const void* B, float* C, int M, int N, int K,
-                       int lda, int ldb, int ldc) {
+int gemm_mma_emulated(int dtype, const void* A, const void* B, float* C, int M, int N, int K,
+                      int lda, int ldb, int ldc) {
   const u16* a = static_cast<const u16*>(A);
   const u16* b = static_cast<const u16*>(B);
-  if (dtype == kBF16)
-    gemm_t<kBF16>(a, b, C, M, N, K, lda, ldb, ldc);
-  else
-    gemm_t<kF16>(a, b, C, M, N, K, lda, ldb, ldc);
+  if (dtype == kBF16) return gemm_t<kBF16>(a, b, C, M, N, K, lda, ldb, ldc);
+  return gemm_t<kF16>(a, b, C, M, N, K, lda, ldb, ldc);
 }
 
 }  // namespace cpu

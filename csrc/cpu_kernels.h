@@ -25,9 +25,9 @@ void augment(int dtype, const unsigned char* padded, const long long* indices, c
 
 // C (fp32) = A @ B for fp16/bf16 A, B: the tensor-core kernel's tiles run on
 // the CPU with the mma instruction emulated (a check of the tile logic, not a
-// fast path).
-void gemm_mma_emulated(int dtype, const void* A, const void* B, float* C, int M, int N, int K,
-                       int lda, int ldb, int ldc);
+// fast path). Returns how many block stages took the 16-byte staging path.
+int gemm_mma_emulated(int dtype, const void* A, const void* B, float* C, int M, int N, int K,
+                      int lda, int ldb, int ldc);
 
 // fp32 <-> bf16/fp16 with the shared conversions of float16_bits.cuh (tests
 // compare them with torch's rounding).

@@ -28,8 +28,8 @@ template <int DT>
 __device__ __forceinline__ void gemm_block(const u16* __restrict__ A, const u16* __restrict__ B,
                                            float* __restrict__ C, int M, int N, int K, int lda,
                                            int ldb, int ldc) {
-  __shared__ u16 As[kBM * kAStride];
-  __shared__ u16 Bs[kBK * kBStride];
+  __shared__ __align__(16) u16 As[kBM * kAStride];
+  __shared__ __align__(16) u16 Bs[kBK * kBStride];
   const int tid = threadIdx.x;
   const int warp = tid >> 5, lane = tid & 31;
   const int wm = warp >> 1, wn = warp & 1;
@@ -40,7 +40,8 @@ __device__ __forceinline__ void gemm_block(const u16* __restrict__ A, const u16*
       for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.0f;
 
   for (int k0 = 0; k0 < K; k0 += kBK) {
-    load_stage(A, B, As, Bs, M, N, K, lda, ldb, bm0, bn0, k0, tid);
+    const bool vec = stage_vectorisable(A, B, M, N, K, lda, ldb, bm0, bn0, k0);
+    load_stage(A, B, As, Bs, M, N, K, lda, ldb, bm0, bn0, k0, tid, vec);
     __syncthreads();
 #pragma unroll
     for (int ks = 0; ks < kKS; ++ks) {

@@ -46,10 +46,40 @@ DBF_HD void frag_c_coord(int lane, int r, int* row, int* col) {
   *col = (lane & 3) * 2 + (r & 1);
 }
 
+// 16 bytes = 8 sixteen-bit values: the unit of the vectorised staging path.
+struct alignas(16) Chunk16 {
+  u32 v[4];
+};
+
+// Whether a whole stage can be staged with 16-byte copies: full tiles only,
+// row strides a multiple of 8 elements, 16-byte-aligned base pointers.
+DBF_HD bool stage_vectorisable(const u16* A, const u16* B, int M, int N, int K, int lda,
+                               int ldb, int bm0, int bn0, int k0) {
+  const unsigned long long pa = reinterpret_cast<unsigned long long>(A);
+  const unsigned long long pb = reinterpret_cast<unsigned long long>(B);
+  return ((pa | pb) & 15ull) == 0 && lda % 8 == 0 && ldb % 8 == 0 && bm0 + kBM <= M &&
+         bn0 + kBN <= N && k0 + kBK <= K;
+}
+
 // Thread `tid` of the block stages its share of the A and B tiles for the K
-// offset k0 (zero past the matrix edges).
+// offset k0 (zero past the matrix edges). `vec`: stage_vectorisable() holds,
+// so each thread copies 16-byte chunks (2 of A, 2 of B) instead of 32 scalars.
 DBF_HD void load_stage(const u16* A, const u16* B, u16* As, u16* Bs, int M, int N, int K, int lda,
-                       int ldb, int bm0, int bn0, int k0, int tid) {
+                       int ldb, int bm0, int bn0, int k0, int tid, bool vec) {
+  if (vec) {
+    // Padded rows stay 16-byte aligned: kAStride * 2 = 80, kBStride * 2 = 144.
+    for (int e = tid; e < kBM * kBK / 8; e += kThreads) {
+      const int r = e / (kBK / 8), c = (e % (kBK / 8)) * 8;
+      *reinterpret_cast<Chunk16*>(As + r * kAStride + c) =
+          *reinterpret_cast<const Chunk16*>(A + static_cast<i64>(bm0 + r) * lda + k0 + c);
+    }
+    for (int e = tid; e < kBK * kBN / 8; e += kThreads) {
+      const int r = e / (kBN / 8), c = (e % (kBN / 8)) * 8;
+      *reinterpret_cast<Chunk16*>(Bs + r * kBStride + c) =
+          *reinterpret_cast<const Chunk16*>(B + static_cast<i64>(k0 + r) * ldb + bn0 + c);
+    }
+    return;
+  }
   for (int e = tid; e < kBM * kBK; e += kThreads) {
     const int r = e / kBK, c = e % kBK;
     const int gr = bm0 + r, gc = k0 + c;
@@ -64,13 +94,25 @@ DBF_HD void load_stage(const u16* A, const u16* B, u16* As, u16* Bs, int M, int 
 
 DBF_HD u32 pack2(u16 lo, u16 hi) { return static_cast<u32>(lo) | (static_cast<u32>(hi) << 16); }
 
+// Two adjacent 16-bit values (p 4-byte aligned) as one 32-bit register, low
+// half first: one shared-memory load instead of two.
+DBF_HD u32 load_pair(const u16* p) {
+#if defined(__CUDA_ARCH__)
+  return *reinterpret_cast<const u32*>(p);
+#else
+  u32 v;
+  __builtin_memcpy(&v, p, 4);  // little-endian: p[0] in the low half, as pack2
+  return v;
+#endif
+}
+
 // Fragments of warp (wm, wn) for m-tile mi / n-tile ni and k-step ks.
 DBF_HD void load_frag_a(const u16* As, int wm, int mi, int ks, int lane, u32 a[4]) {
   for (int r = 0; r < 4; ++r) {
     int row, col;
     frag_a_coord(lane, r, 0, &row, &col);
     const u16* p = As + (wm * kWarpM + mi * 16 + row) * kAStride + ks * 16 + col;
-    a[r] = pack2(p[0], p[1]);  // halves 0 and 1 are adjacent columns
+    a[r] = load_pair(p);  // halves 0 and 1 are adjacent columns (even offset)
   }
 }
 DBF_HD void load_frag_b(const u16* Bs, int wn, int ni, int ks, int lane, u32 b[2]) {

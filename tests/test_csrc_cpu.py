@@ -214,15 +214,19 @@ def test_augment_rejects_offsets_outside_the_padding():
 
 # ---------------------------------------------------------------- GEMM tiles
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("mnk", [(1, 1, 1), (17, 9, 33), (64, 64, 32), (130, 70, 100)])
+# (M, N, K, stages staged with 16-byte copies): full aligned tiles take the
+# vector path, edges and strides that are not multiples of 8 the scalar one.
+@pytest.mark.parametrize("mnk", [(1, 1, 1, 0), (17, 9, 33, 0), (64, 64, 32, 1),
+                                 (130, 70, 100, 0), (136, 72, 104, 6)])
 def test_gemm_tiles_with_emulated_mma_match_matmul(C, dtype, mnk):
-    m, n, k = mnk
+    m, n, k, vec_stages = mnk
     gen = torch.Generator().manual_seed(m * 1000 + n * 10 + k)
     a = torch.randn((m, k), generator=gen).to(dtype)
     b = torch.randn((k, n), generator=gen).to(dtype)
     c = torch.full((m, n), float("nan"))
-    C.gemm_mma_emulated(ops.DTYPE_CODES[dtype], a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n,
-                        k, k, n, n)
+    got = C.gemm_mma_emulated(ops.DTYPE_CODES[dtype], a.data_ptr(), b.data_ptr(), c.data_ptr(),
+                              m, n, k, k, n, n)
+    assert got == vec_stages
     ref = a.double() @ b.double()  # 16-bit products are exact; only the sum order differs
     torch.testing.assert_close(c.double(), ref, rtol=1e-5, atol=1e-5 * k)
     # through the custom op, with a strided (transposed) operand
