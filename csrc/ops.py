@@ -129,6 +129,19 @@ def _check_x(x: torch.Tensor, name: str) -> None:
         raise ValueError(f"{name}: x must be (N, C, H, W), got shape {tuple(x.shape)}")
 
 
+def _check_same(name: str, x: torch.Tensor, per_channel: dict) -> None:
+    """Raw pointers go to the kernels: every tensor must be on x's device and
+    per-channel ones must hold exactly C values, else memory is misread."""
+    c = x.shape[1]
+    for arg, t in per_channel.items():
+        if t is None:
+            continue
+        if t.device != x.device:
+            raise ValueError(f"{name}: {arg} is on {t.device} but x is on {x.device}")
+        if t.numel() != c:
+            raise ValueError(f"{name}: {arg} has {t.numel()} values, x has {c} channels")
+
+
 @torch.library.custom_op("dawnbench::csrc_bn_act_fwd", mutates_args=())
 def bn_act_fwd(
     x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
@@ -142,6 +155,8 @@ def bn_act_fwd(
     statistics come back as new tensors (empty when none were given) and the
     caller copies them into the module; in eval mode they are read."""
     _check_x(x, "csrc_bn_act_fwd")
+    _check_same("csrc_bn_act_fwd", x, {"weight": weight, "bias": bias,
+                                       "running_mean": running_mean, "running_var": running_var})
     x, cl = layout(x)
     n, c, h, w = x.shape
     y = new_output(tuple(x.shape), x.dtype, x.device, bool(cl))
@@ -193,6 +208,11 @@ def bn_act_bwd(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dx, dweight, dbias) of bn_act_fwd."""
     _check_x(x, "csrc_bn_act_bwd")
+    if dy.shape != x.shape or dy.device != x.device:
+        raise ValueError(f"csrc_bn_act_bwd: dy {tuple(dy.shape)} on {dy.device} does not match "
+                         f"x {tuple(x.shape)} on {x.device}")
+    if stats.numel() != 4 * x.shape[1] or stats.dtype != torch.float32:
+        raise ValueError("csrc_bn_act_bwd: stats must be the 4*C fp32 tensor of the forward")
     x, cl = layout(x)
     dy = dy.to(x.dtype)
     dy = dy.contiguous(memory_format=torch.channels_last) if cl else dy.contiguous()
@@ -299,6 +319,19 @@ def augment_op(padded: torch.Tensor, indices: torch.Tensor, params: torch.Tensor
     dev = padded.device
     idx = indices.to(device=dev, dtype=torch.int64).contiguous()
     prm = params.to(device=dev, dtype=torch.int32).contiguous()
+    if prm.shape != (b, 5):
+        raise ValueError(f"csrc_augment: params must be ({b}, 5) int32 rows, got {tuple(prm.shape)}")
+    if b:  # the kernels read padded[indices[i]] unchecked
+        lo, hi = (int(v) for v in torch.aminmax(idx))
+        if lo < 0 or hi >= padded.shape[0]:
+            raise IndexError(f"csrc_augment: image indices {lo}..{hi} outside the dataset's "
+                             f"0..{padded.shape[0] - 1}")
+        lo_xy = prm[:, :2].amin(0).tolist()
+        hi_xy = prm[:, :2].amax(0).tolist()
+        for i, (name, lim) in enumerate((("ox", pw - size), ("oy", ph - size))):
+            if lo_xy[i] < 0 or hi_xy[i] > lim:
+                raise ValueError(f"csrc_augment: {name} offsets must lie in 0..{lim} for a "
+                                 f"{ph}x{pw} padded image and a {size}px crop")
     sc = scale.to(device=dev, dtype=torch.float32).contiguous()
     sh = shift.to(device=dev, dtype=torch.float32).contiguous()
     out = new_output((b, size, size, c), out_dtype, dev)
@@ -326,12 +359,6 @@ def augment(padded: torch.Tensor, indices: torch.Tensor, params, scale: torch.Te
             out_dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """Same contract as ``data.augment.augment_torch``: an NCHW-shaped batch in
     channels_last memory; fp32 output is bit-identical to the reference."""
-    for name, arr in (("ox", params.ox), ("oy", params.oy)):
-        lim_h, lim_w = padded.shape[1] - size, padded.shape[2] - size
-        lim = lim_w if name == "ox" else lim_h
-        a = np.asarray(arr)
-        if a.size and (a.min() < 0 or a.max() > lim):
-            raise ValueError(f"augment: {name} offsets must lie in 0..{lim} for this padding")
     out = augment_op(padded, indices, pack_params(params, padded.device), scale, shift, size,
                      int(params.cutout), out_dtype)
     return out.permute(0, 3, 1, 2)
@@ -352,6 +379,8 @@ def gemm_mma(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"csrc_gemm_mma needs [M, K] @ [K, N], got {tuple(a.shape)} @ {tuple(b.shape)}")
     if a.dtype not in (torch.float16, torch.bfloat16):
         raise TypeError(f"csrc_gemm_mma takes float16 or bfloat16, got {a.dtype}")
+    if a.device != b.device:
+        raise ValueError(f"csrc_gemm_mma: a is on {a.device} but b on {b.device}")
     b = b.to(a.dtype)
     a = a if a.stride(1) == 1 else a.contiguous()
     b = b if b.stride(1) == 1 else b.contiguous()

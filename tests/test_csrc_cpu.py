@@ -317,3 +317,19 @@ def test_profiler_sees_the_custom_ops_and_roofline_has_their_costs():
     assert flops == (3 + 2 + 1) * 800 and nbytes == 2 * 800 * 4 + 6 * 4 * 8
     assert csrc_costs.gemm_mma_cost([[64, 32], [32, 16]], ["c10::Half"] * 2) == (
         2 * 64 * 16 * 32, 64 * 32 * 2 + 32 * 16 * 2 + 64 * 16 * 4)
+
+
+def test_raw_pointer_ops_reject_mismatched_inputs():
+    x = torch.randn(2, 4, 3, 3)
+    with pytest.raises(ValueError, match="weight has 3 values, x has 4 channels"):
+        ops.bn_act_fwd(x, torch.ones(3), torch.zeros(4), None, None, True, 1e-5, 0.1, "relu")
+    with pytest.raises(ValueError, match="stats must be"):
+        ops.bn_act_bwd(x, x, torch.zeros(3), True, "relu")
+    padded = torch.zeros((2, 36, 36, 3), dtype=torch.uint8)
+    prm = torch.zeros((2, 5), dtype=torch.int32)
+    with pytest.raises(IndexError, match="indices 0..2 outside"):
+        ops.augment_op(padded, torch.tensor([0, 2]), prm, torch.ones(3), torch.zeros(3), 32, 0,
+                       torch.float32)
+    with pytest.raises(ValueError, match="params must be"):
+        ops.augment_op(padded, torch.tensor([0, 1]), prm[:1], torch.ones(3), torch.zeros(3), 32,
+                       0, torch.float32)
