@@ -74,7 +74,9 @@ def launch(name: str, grid: tuple[int, ...], block: tuple[int, ...], args: tuple
             conv.append(np.uint64(0))  # null pointer
         else:
             conv.append(a)
-    module().get_function(name)(grid, block, tuple(conv), stream=_stream())
+    # RawKernel launches on CuPy's current stream: make torch's current one it.
+    with _stream():
+        module().get_function(name)(grid, block, tuple(conv))
 
 
 def bn_act_forward(dt: str, x, y, stats, weight, bias, rm, rv, partial, shift_k, P: int, N: int,

@@ -4,6 +4,7 @@ kernels' real parameter lists (from NVRTC's PTX)."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 import types
@@ -67,7 +68,7 @@ def _fake_cupy(device_count):
             self.code, self.options = code, options
 
         def get_function(self, name):
-            def launch(grid, block, args, stream=None):
+            def launch(grid, block, args, *, shared_mem=0):  # RawKernel's signature
                 launches.append((name, grid, block, args))
             return launch
 
@@ -144,7 +145,7 @@ def _arg_size(a) -> int:
 def test_cupy_launches_match_kernel_signatures(monkeypatch, kernel_params):
     cp = _fake_cupy(1)
     monkeypatch.setitem(sys.modules, "cupy", cp)
-    monkeypatch.setattr(cupy_path, "_stream", lambda: None)
+    monkeypatch.setattr(cupy_path, "_stream", contextlib.nullcontext)
     cupy_path.module.cache_clear()
     try:
         n, c, h, w = 2, 40, 3, 5
