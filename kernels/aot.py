@@ -31,6 +31,7 @@ from dawnbench_fast.kernels.bn_finalize import bn_finalize_kernel
 from dawnbench_fast.kernels.bn_stats import channel_stats_kernel
 from dawnbench_fast.kernels.conv3x3 import conv3x3_fwd_kernel
 from dawnbench_fast.kernels.gemm import gemm_configs, gemm_kernel
+from dawnbench_fast.kernels.ops import conv_blocks
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
@@ -83,17 +84,16 @@ def specs(one_per_kernel: bool = False) -> list[KernelSpec]:
     for dt in ("bf16", "fp16"):
         for cin, cout, pool, prologue in ((24, 64, True, False), (64, 64, False, True),
                                          (64, 256, True, False), (256, 256, False, True)):
-            bn = min(128, max(16, triton.next_power_of_2(cout)))
-            bk = min(64, max(16, triton.next_power_of_2(cin)))
+            bm, bn, bk, warps = conv_blocks(cin, cout)
             out.append(KernelSpec(
                 f"conv3x3_fwd[{dt},{cin}->{cout},{'pool' if pool else 'prologue'}]",
                 conv3x3_fwd_kernel,
                 {"x_ptr": dt, "w_ptr": dt, "scale_ptr": "fp32", "shift_ptr": "fp32",
                  "y_ptr": dt, "idx_ptr": "i8", "psum_ptr": "fp32", "psumsq_ptr": "fp32"},
                 {"PROLOGUE": prologue, "ACT": act, "POOL": pool, "STATS": True, "ATOMIC": True,
-                 "F32_MATH": False, "DOT_PRECISION": "ieee", "BLOCK_M": 128, "BLOCK_N": bn,
+                 "F32_MATH": False, "DOT_PRECISION": "ieee", "BLOCK_M": bm, "BLOCK_N": bn,
                  "BLOCK_K": bk},
-                num_warps=8 if bn >= 128 else 4, num_stages=3))
+                num_warps=warps, num_stages=3))
         if dt == "fp16":
             break  # fp16: one conv variant per shape is enough to show it compiles
     out.append(KernelSpec("conv3x3_fwd[fp32/tf32,64->64,pool,deterministic]", conv3x3_fwd_kernel,
@@ -102,12 +102,12 @@ def specs(one_per_kernel: bool = False) -> list[KernelSpec]:
                            "psum_ptr": "fp32", "psumsq_ptr": "fp32"},
                           {"PROLOGUE": True, "ACT": act, "POOL": True, "STATS": True,
                            "ATOMIC": False, "F32_MATH": False, "DOT_PRECISION": "tf32",
-                           "BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64}, num_warps=4))
+                           "BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32}, num_warps=8))
     for atomic in (True, False):
         out.append(KernelSpec(f"channel_stats[bf16,{'atomic' if atomic else 'partials'}]",
                               channel_stats_kernel,
                               {"x_ptr": "bf16", "psum_ptr": "fp32", "psumsq_ptr": "fp32"},
-                              {"ATOMIC": atomic, "BLOCK_R": 64, "BLOCK_C": 64}))
+                              {"ATOMIC": atomic, "BLOCK_R": 64, "BLOCK_C": 64}, num_warps=8))
     out.append(KernelSpec("bn_finalize", bn_finalize_kernel,
                           dict.fromkeys(("psum_ptr", "psumsq_ptr", "weight_ptr", "bias_ptr",
                                          "rmean_ptr", "rvar_ptr", "mean_ptr", "invstd_ptr",
@@ -116,22 +116,23 @@ def specs(one_per_kernel: bool = False) -> list[KernelSpec]:
                           floats=("count", "momentum", "eps", "unbias")))
     out.append(KernelSpec("affine_act[bf16,gelu]", affine_act_kernel,
                           {"x_ptr": "bf16", "scale_ptr": "fp32", "shift_ptr": "fp32",
-                           "y_ptr": "bf16"}, _rc("bf16")))
+                           "y_ptr": "bf16"}, _rc("bf16"), num_warps=8))
     out.append(KernelSpec("bn_act_bwd_reduce[bf16,gelu]", bn_act_bwd_reduce_kernel,
                           {"dy_ptr": "bf16", "x_ptr": "bf16", "scale_ptr": "fp32",
-                           "shift_ptr": "fp32", "pg_ptr": "fp32", "pgx_ptr": "fp32"}, _rc("bf16")))
+                           "shift_ptr": "fp32", "pg_ptr": "fp32", "pgx_ptr": "fp32"},
+                          _rc("bf16"), num_warps=8))
     for pool in (False, True):
         out.append(KernelSpec(f"bn_act_bwd_apply[bf16,gelu{',pool' if pool else ''}]",
                               bn_act_bwd_apply_kernel,
                               {"dy_ptr": "bf16", "x_ptr": "bf16", "scale_ptr": "fp32",
                                "shift_ptr": "fp32", "a_ptr": "fp32", "b_ptr": "fp32",
                                "idx_ptr": "i8", "dx_ptr": "bf16"},
-                              {"POOL": pool, **_rc("bf16")}))
+                              {"POOL": pool, **_rc("bf16")}, num_warps=8))
     out.append(KernelSpec("augment[u8->bf16]", augment_kernel,
                           {"padded_ptr": "u8", "idx_ptr": "i64", "ox_ptr": "i32", "oy_ptr": "i32",
                            "flip_ptr": "i32", "cutx_ptr": "i32", "cuty_ptr": "i32",
                            "scale_ptr": "fp32", "shift_ptr": "fp32", "out_ptr": "bf16"},
-                          {"SIZE": 32, "C": 3, "BLOCK": 4096}))
+                          {"SIZE": 32, "C": 3, "BLOCK": 4096}, num_warps=8))
     for cfg in gemm_configs():
         kw = dict(cfg.kwargs)
         out.append(KernelSpec("gemm[bf16]", gemm_kernel,
