@@ -34,13 +34,21 @@ def images():
     return np.random.default_rng(7).integers(0, 256, size=(300, 32, 32, 3), dtype=np.uint8)
 
 
-BACKENDS = ["torch", "cpu"]
+def numba_augment(*args, **kwargs):
+    from dawnbench_fast.data.augment_cpu import augment_cpu
+
+    return augment_cpu(*args, **kwargs)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+# The reference op, the numba kernel, and whatever the cpu backend serves today.
+IMPLS = {"torch": lambda: dispatch.get_op("augment", "torch"), "numba": lambda: numba_augment,
+         "cpu-backend": lambda: dispatch.get_op("augment", "cpu")}
+
+
+@pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("cutout,translate", [(0, 2), (8, 2), (12, 0), (5, 3)])
-def test_backend_equals_numpy_reference(backend, cutout, translate, images):
-    op = dispatch.get_op("augment", backend)
+def test_backend_equals_numpy_reference(impl, cutout, translate, images):
+    op = IMPLS[impl]()
     padded = torch.from_numpy(A.pad_reflect(images, translate))
     scale, shift = (torch.from_numpy(v) for v in A.normalisation(MEAN, STD))
     idx = np.random.default_rng(1).choice(len(images), size=37, replace=False)  # odd batch
