@@ -5,9 +5,9 @@ for the roofline, and registration with :mod:`dawnbench_fast.dispatch`.
 Model-level ops registered for ``--kernels triton``:
 - ``conv_group(group, x)``: conv3x3 (+2x2 max-pool +BN statistics, fused) ->
   finalize -> conv3x3 with the BN+act prologue (+statistics) -> finalize ->
-  BN+act. Backward: BN+act backward and pool scatter are our kernels; the data
-  and weight gradients of the two convolutions (the GEMM part) use
-  ``aten.convolution_backward`` (cuDNN on a GPU).
+  BN+act. Backward: BN+act backward, the pool scatter and the convs' data
+  gradients (the same implicit-GEMM kernel on flipped filters) are ours; the
+  convs' weight gradients use ``aten.convolution_backward`` (cuDNN on a GPU).
 - ``bn_act(x, bn, act)``: batch norm (training or eval) + activation.
 - ``linear(x, weight)`` and ``matmul(a, b)``: the tensor-core GEMM.
 """
@@ -424,15 +424,35 @@ def _wmat(w: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return w.to(dtype).permute(2, 3, 1, 0).reshape(-1, w.shape[0]).contiguous()
 
 
+# Data gradient of the convs on our implicit-GEMM kernel (True) or in
+# aten.convolution_backward (cuDNN on a GPU; False). The weight gradient always
+# uses aten.convolution_backward for now.
+TRITON_DGRAD = True
+
+
+def _wmat_dgrad(w: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The data gradient of a 3x3 'same' conv is a 3x3 'same' conv of the
+    output gradient with the filters flipped and in/out channels swapped."""
+    return _wmat(w.flip(2, 3).transpose(0, 1), dtype)
+
+
 def _conv_backward(dy_nhwc, x_nhwc, w, need_input):
-    """Data and weight gradients of a 3x3 'same' conv: the GEMM part of the
-    backward runs in aten.convolution_backward (cuDNN on a GPU), on
+    """(data gradient in NHWC or None, weight gradient) of a 3x3 'same' conv.
+    Data gradient: our conv kernel on the flipped filters (TRITON_DGRAD);
+    weight gradient: aten.convolution_backward (cuDNN on a GPU) on
     channels_last views of our NHWC buffers."""
     dyc = dy_nhwc.permute(0, 3, 1, 2)
     xc = x_nhwc.permute(0, 3, 1, 2)
+    ours = need_input and TRITON_DGRAD
     dx, dw, _ = torch.ops.aten.convolution_backward(
         dyc, xc, w.to(x_nhwc.dtype), None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1,
-        [need_input, True, False])
+        [need_input and not ours, True, False])
+    if ours:
+        e = _empty_f32(dy_nhwc.device)
+        dx = conv3x3_fwd(dy_nhwc.contiguous(), _wmat_dgrad(w, dy_nhwc.dtype), e, e,
+                         "identity", False, False)[0]
+    elif dx is not None:
+        dx = _nhwc(dx)
     return dx, dw
 
 
@@ -474,14 +494,12 @@ class _ConvGroup(torch.autograd.Function):
         # second conv: recompute its input act(bn(y1)) instead of having stored it
         a1 = affine_act(y1.view(-1, C1), sc1, sh1, act).view(y1.shape)
         da1, dw2 = _conv_backward(dz2, a1, w2, True)
-        da1 = _nhwc(da1)
         # first BN + act, scattered back through the max-pool
         g, gx = bn_act_bwd_reduce(da1.view(-1, C1), y1.view(-1, C1), sc1, sh1, act)
         dbw1, dbb1, a1c, b1c = _bn_coefficients(g, gx, mean1, inv1, sc1, count, ctx.training[0])
         dz1 = bn_act_bwd_apply(da1, y1, sc1, sh1, a1c, b1c, idx1,
                                [N, x.shape[1], x.shape[2], C1], act)
         dx, dw1 = _conv_backward(dz1, x, w1, ctx.needs_input_grad[0])
-        dx = _nhwc(dx) if dx is not None else None
         return (dx, dw1.to(w1.dtype), dw2.to(w2.dtype), dbw1, dbb1, dbw2, dbb2, None, None)
 
 
