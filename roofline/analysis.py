@@ -77,10 +77,15 @@ _FRAMEWORK_PREFIXES = ("aten::", "autograd::", "torch::autograd::", "prims::", "
 def _is_framework(op: Op) -> bool:
     """Containers whose self time is framework work (dispatch, autograd,
     Python between ops), not an op's computation: record_function ranges,
-    autograd nodes and wrappers, and composite aten ops (their work is done by
-    the aten ops they call)."""
+    autograd nodes and wrappers, Python autograd.Functions, and composite aten
+    ops (their work is done by the aten ops they call). Only namespaced
+    non-aten ops (custom ops such as ``dawnbench::x``) may compute in their
+    own code."""
     return (op.annotation or op.name.startswith(_FRAMEWORK_PREFIXES)
-            or _AUTOGRAD_NODE.search(op.name) is not None)
+            or _AUTOGRAD_NODE.search(op.name) is not None
+            # no namespace: a Python autograd.Function's forward (recorded by
+            # its class name) or a record_function range, not a dispatcher op
+            or "::" not in op.name)
 
 
 def _has_same_name_descendant(op: Op) -> bool:

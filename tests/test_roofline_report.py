@@ -205,3 +205,24 @@ def test_gzipped_trace_and_capture_misuse(tmp_path):
     assert rep_gz.totals["flops"] == rep.totals["flops"] == 2 * 11 * 6 * 11
     with pytest.raises(RuntimeError, match="after the"):
         roofline.capture().report()
+
+
+class _Scale(torch.autograd.Function):
+    """A Python autograd.Function: the profiler records its forward by class
+    name, around the aten ops that do the work."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 3.0
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 3.0
+
+
+def test_python_autograd_function_is_a_framework_container(tmp_path):
+    x = torch.randn(23, 5, requires_grad=True)
+    rep = _report(lambda: _Scale.apply(x).sum().backward(), tmp_path)
+    assert not any(d["name"] == "_Scale" for d in rep.uncounted), rep.uncounted
+    assert rep.totals["coverage"] >= 0.99
+    assert any(r.op == "aten::mul" for r in rep.rows)
