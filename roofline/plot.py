@@ -70,7 +70,9 @@ def plot_roofline(rep: Report, out_base: str | pathlib.Path, max_labels: int = 6
     fig.tight_layout()
     base = pathlib.Path(out_base)
     paths = [base.with_suffix(".png"), base.with_suffix(".svg")]
-    for p in paths:
-        fig.savefig(p)
+    # text stays text in the SVG (smaller, searchable); read at save time
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        for p in paths:
+            fig.savefig(p)
     plt.close(fig)
     return paths
