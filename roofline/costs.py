@@ -25,6 +25,7 @@ register their formulas here under the name the profiler records::
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import math
 from collections.abc import Callable, Sequence
@@ -83,6 +84,8 @@ TORCH_DTYPE_NAMES: dict[str, str] = {
 _REGISTRY: dict[str, tuple[CostFn, bool]] = {}  # name -> (fn, takes concrete inputs)
 _MATMUL_OPS: set[str] = set()  # ops whose FLOPs go into the matmul/conv subtotal
 _BUILTINS_LOADED = False
+# modules holding the cost formulas of our custom ops (dawnbench::*)
+OWN_COST_MODULES = ("dawnbench_fast.kernels.costs", "dawnbench_fast.csrc.costs")
 
 
 def register_cost(op_name: str, fn: CostFn, *, matmul: bool = False) -> CostFn:
@@ -206,6 +209,15 @@ def _load_builtins() -> None:
         cost_pointwise,
         cost_reduce,
     )
+
+    # Our own kernels' formulas (plain-Python modules, no Triton/CUDA import),
+    # so that a trace is counted the same in a fresh process (the CLI) as in
+    # the process that ran the kernels.
+    for mod in OWN_COST_MODULES:
+        try:
+            importlib.import_module(mod)
+        except ImportError:
+            pass  # that backend is not part of this install
 
 
 # -- helpers shared by the formula modules ----------------------------------

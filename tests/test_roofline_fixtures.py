@@ -141,3 +141,22 @@ def test_ncu_bad_file(tmp_path):
         parse_ncu_csv(bad)
     with pytest.raises(NcuError, match="no such file"):
         parse_ncu_csv(tmp_path / "missing.csv")
+
+
+def test_own_kernel_formulas_load_in_a_fresh_process():
+    # The CLI runs in a process that never imported our kernels: the formulas
+    # of the dawnbench:: custom ops must still be there.
+    import importlib.util
+    import subprocess
+    import sys
+
+    from dawnbench_fast.roofline.costs import OWN_COST_MODULES
+
+    present = [m for m in OWN_COST_MODULES if importlib.util.find_spec(m) is not None]
+    if not present:
+        pytest.skip("no kernel backend with cost formulas in this install")
+    code = ("from dawnbench_fast.roofline import costs; "
+            "print(sum(o.startswith('dawnbench::') for o in costs.registered_ops()))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout.strip()) >= len(present)
