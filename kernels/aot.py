@@ -30,8 +30,9 @@ from dawnbench_fast.kernels.bn_act_backward import (
 from dawnbench_fast.kernels.bn_finalize import bn_finalize_kernel
 from dawnbench_fast.kernels.bn_stats import channel_stats_kernel
 from dawnbench_fast.kernels.conv3x3 import conv3x3_fwd_kernel
+from dawnbench_fast.kernels.conv3x3_wgrad import conv3x3_wgrad_kernel
 from dawnbench_fast.kernels.gemm import gemm_configs, gemm_kernel
-from dawnbench_fast.kernels.ops import conv_blocks
+from dawnbench_fast.kernels.ops import conv_blocks, wgrad_blocks
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
@@ -103,6 +104,16 @@ def specs(one_per_kernel: bool = False) -> list[KernelSpec]:
                           {"PROLOGUE": True, "ACT": act, "POOL": True, "STATS": True,
                            "ATOMIC": False, "F32_MATH": False, "DOT_PRECISION": "tf32",
                            "BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32}, num_warps=8))
+    for cin, cout, prologue in ((24, 64, False), (64, 64, True), (256, 256, True)):
+        bm, bn, bk, warps = wgrad_blocks(cin, cout)
+        out.append(KernelSpec(
+            f"conv3x3_wgrad[bf16,{cin}->{cout}{',prologue' if prologue else ''}]",
+            conv3x3_wgrad_kernel,
+            {"x_ptr": "bf16", "dy_ptr": "bf16", "scale_ptr": "fp32", "shift_ptr": "fp32",
+             "dw_ptr": "fp32"},
+            {"PROLOGUE": prologue, "ACT": act, "ATOMIC": True, "F32_MATH": False,
+             "DOT_PRECISION": "ieee", "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk},
+            num_warps=warps, num_stages=3))
     for atomic in (True, False):
         out.append(KernelSpec(f"channel_stats[bf16,{'atomic' if atomic else 'partials'}]",
                               channel_stats_kernel,

@@ -93,6 +93,17 @@ def conv3x3_pool_fwd_cost(shapes, dtypes):
     return _conv_cost(shapes, dtypes, pool=True)
 
 
+def conv3x3_wgrad_cost(shapes, dtypes):
+    x, dy = shapes[0], shapes[1]
+    n, h, w, cin = x
+    cout = dy[-1]
+    flops = 2 * n * h * w * cin * cout * 9
+    if _n(shapes[2]) > 0:  # prologue recomputed for each of the 9 taps' loads
+        flops += 9 * (2 + ACT_FLOPS["gelu"]) * _n(x)
+    nbytes = _b(x, dtypes[0]) + _b(dy, dtypes[1]) + 9 * cin * cout * 4 + 2 * 4 * _n(shapes[2])
+    return flops, nbytes
+
+
 def gemm_cost(shapes, dtypes):
     (m, k), (_, n) = shapes[0], shapes[1]
     item = _ITEM.get(str(dtypes[0]), 4)
@@ -117,6 +128,7 @@ COSTS = {
     "dawnbench::bn_act_bwd_apply": (bn_act_bwd_apply_cost, False),
     "dawnbench::conv3x3_fwd": (conv3x3_fwd_cost, True),
     "dawnbench::conv3x3_pool_fwd": (conv3x3_pool_fwd_cost, True),
+    "dawnbench::conv3x3_wgrad": (conv3x3_wgrad_cost, True),
     "dawnbench::gemm": (gemm_cost, True),
     "dawnbench::augment": (augment_cost, False),
 }

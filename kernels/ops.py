@@ -5,9 +5,11 @@ for the roofline, and registration with :mod:`dawnbench_fast.dispatch`.
 Model-level ops registered for ``--kernels triton``:
 - ``conv_group(group, x)``: conv3x3 (+2x2 max-pool +BN statistics, fused) ->
   finalize -> conv3x3 with the BN+act prologue (+statistics) -> finalize ->
-  BN+act. Backward: BN+act backward, the pool scatter and the convs' data
-  gradients (the same implicit-GEMM kernel on flipped filters) are ours; the
-  convs' weight gradients use ``aten.convolution_backward`` (cuDNN on a GPU).
+  BN+act. Backward, all ours: BN+act backward with the pool scatter, the
+  convs' data gradients (the forward kernel on flipped filters) and weight
+  gradients (split-K implicit GEMM that recomputes the BN+act prologue);
+  ``TRITON_DGRAD``/``TRITON_WGRAD`` = False switch those two GEMMs to
+  ``aten.convolution_backward`` (cuDNN on a GPU).
 - ``bn_act(x, bn, act)``: batch norm (training or eval) + activation.
 - ``linear(x, weight)`` and ``matmul(a, b)``: the tensor-core GEMM.
 """
@@ -26,6 +28,7 @@ from dawnbench_fast.kernels.bn_act_backward import (
 from dawnbench_fast.kernels.bn_finalize import bn_finalize_kernel
 from dawnbench_fast.kernels.bn_stats import channel_stats_kernel
 from dawnbench_fast.kernels.conv3x3 import conv3x3_fwd_kernel
+from dawnbench_fast.kernels.conv3x3_wgrad import conv3x3_wgrad_kernel
 from dawnbench_fast.kernels.gemm import gemm_autotuned
 from dawnbench_fast.kernels.launches import interpreting, needs_f32_math, new_output, record
 
@@ -289,6 +292,60 @@ def _(x, wmat, scale, shift, act, stats, deterministic):
     return _conv3x3_fake(x, wmat, True, stats)
 
 
+INTERPRETER_WGRAD_BLOCK_K = 512
+INTERPRETER_WGRAD_SPLITS = 1  # tests raise it to exercise the atomic split-K path
+
+
+def wgrad_blocks(cin: int, cout: int) -> tuple[int, int, int, int]:
+    """(BLOCK_M over Cin, BLOCK_N over Cout, BLOCK_K over pixels, num_warps)."""
+    bm = min(64, max(16, triton.next_power_of_2(cin)))
+    bn = min(64, max(16, triton.next_power_of_2(cout)))
+    bk = INTERPRETER_WGRAD_BLOCK_K if interpreting() else 64
+    return bm, bn, bk, 8  # 8 warps: no spills with the prologue (4 warps spilled)
+
+
+@torch.library.custom_op("dawnbench::conv3x3_wgrad", mutates_args=())
+def conv3x3_wgrad(x: torch.Tensor, dy: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor,
+                  act: str, deterministic: bool) -> torch.Tensor:
+    """Weight gradient [9*Cin, Cout] (fp32, tap-major like the forward's B
+    operand) of a 3x3 'same' conv with NHWC input ``x`` [N, H, W, Cin] and
+    output gradient ``dy`` [N, H, W, Cout]; non-empty ``scale``/``shift``
+    recompute the input as act(x*scale + shift) while loading it."""
+    N, H, W, Cin = x.shape
+    Cout = dy.shape[-1]
+    x, dy = x.contiguous(), dy.contiguous().to(x.dtype)
+    bm, bn, bk, warps = wgrad_blocks(Cin, Cout)
+    tiles = 9 * triton.cdiv(Cin, bm) * triton.cdiv(Cout, bn)
+    pixels = N * H * W
+    # split-K: enough programs to fill a GPU; one split (plain stores) when
+    # deterministic or interpreting
+    if deterministic:
+        splits = 1
+    elif interpreting():
+        splits = INTERPRETER_WGRAD_SPLITS
+    else:
+        splits = max(1, min(triton.cdiv(pixels, 8 * bk), triton.cdiv(1056, tiles)))
+    per = triton.cdiv(triton.cdiv(pixels, splits), bk) * bk
+    splits = triton.cdiv(pixels, per)
+    dw = (torch.zeros((9 * Cin, Cout), device=x.device, dtype=torch.float32) if splits > 1
+          else new_output((9 * Cin, Cout), torch.float32, x.device))
+    prologue = scale.numel() > 0
+    grid = (9 * triton.cdiv(Cin, bm), triton.cdiv(Cout, bn), splits)
+    conv3x3_wgrad_kernel[grid](
+        x, dy, scale if prologue else dw, shift if prologue else dw, dw, N, H, W, Cin, Cout, per,
+        PROLOGUE=prologue, ACT=act_code(act), ATOMIC=splits > 1,
+        F32_MATH=needs_f32_math(x.dtype), DOT_PRECISION=_dot_precision(x.dtype, conv=True),
+        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps,
+        num_stages=1 if interpreting() else 3)
+    record("conv3x3_wgrad")
+    return dw
+
+
+@conv3x3_wgrad.register_fake
+def _(x, dy, scale, shift, act, deterministic):
+    return x.new_empty((9 * x.shape[-1], dy.shape[-1]), dtype=torch.float32)
+
+
 @torch.library.custom_op("dawnbench::gemm", mutates_args=())
 def gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """a [M, K] @ b [K, N] (any strides), fp32 accumulation, output in a's dtype."""
@@ -424,10 +481,10 @@ def _wmat(w: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return w.to(dtype).permute(2, 3, 1, 0).reshape(-1, w.shape[0]).contiguous()
 
 
-# Data gradient of the convs on our implicit-GEMM kernel (True) or in
-# aten.convolution_backward (cuDNN on a GPU; False). The weight gradient always
-# uses aten.convolution_backward for now.
+# Data and weight gradients of the convs on our kernels (True) or in
+# aten.convolution_backward (cuDNN on a GPU; False).
 TRITON_DGRAD = True
+TRITON_WGRAD = True
 
 
 def _wmat_dgrad(w: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -436,23 +493,27 @@ def _wmat_dgrad(w: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return _wmat(w.flip(2, 3).transpose(0, 1), dtype)
 
 
-def _conv_backward(dy_nhwc, x_nhwc, w, need_input):
-    """(data gradient in NHWC or None, weight gradient) of a 3x3 'same' conv.
-    Data gradient: our conv kernel on the flipped filters (TRITON_DGRAD);
-    weight gradient: aten.convolution_backward (cuDNN on a GPU) on
-    channels_last views of our NHWC buffers."""
-    dyc = dy_nhwc.permute(0, 3, 1, 2)
-    xc = x_nhwc.permute(0, 3, 1, 2)
-    ours = need_input and TRITON_DGRAD
-    dx, dw, _ = torch.ops.aten.convolution_backward(
-        dyc, xc, w.to(x_nhwc.dtype), None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1,
-        [need_input and not ours, True, False])
-    if ours:
-        e = _empty_f32(dy_nhwc.device)
-        dx = conv3x3_fwd(dy_nhwc.contiguous(), _wmat_dgrad(w, dy_nhwc.dtype), e, e,
-                         "identity", False, False)[0]
-    elif dx is not None:
-        dx = _nhwc(dx)
+def _conv_backward(dy, x, w, need_input, scale, shift, act):
+    """(data gradient in NHWC or None, weight gradient [Cout, Cin, 3, 3]) of a
+    3x3 'same' conv whose input was ``x`` (NHWC), or act(x*scale + shift)
+    when ``scale`` is non-empty. Ours: data gradient = the forward kernel on
+    flipped filters; weight gradient = conv3x3_wgrad with the prologue
+    recomputed on load. Fallback: aten.convolution_backward (cuDNN)."""
+    e = _empty_f32(dy.device)
+    dx = dw = None
+    if need_input and TRITON_DGRAD:
+        dx = conv3x3_fwd(dy, _wmat_dgrad(w, dy.dtype), e, e, "identity", False, False)[0]
+    if TRITON_WGRAD:
+        wm = conv3x3_wgrad(x, dy, scale, shift, act, deterministic_stats())
+        dw = wm.view(3, 3, w.shape[1], w.shape[0]).permute(3, 2, 0, 1).contiguous()
+    if (need_input and dx is None) or dw is None:
+        if scale.numel() > 0:  # rematerialise the activated input for aten
+            x = affine_act(x.view(-1, x.shape[-1]), scale, shift, act).view(x.shape)
+        gx, gw, _ = torch.ops.aten.convolution_backward(
+            dy.permute(0, 3, 1, 2), x.permute(0, 3, 1, 2), w.to(x.dtype), None, [1, 1], [1, 1],
+            [1, 1], False, [0, 0], 1, [need_input and dx is None, dw is None, False])
+        dx = _nhwc(gx) if gx is not None else dx
+        dw = gw if gw is not None else dw
     return dx, dw
 
 
@@ -491,15 +552,15 @@ class _ConvGroup(torch.autograd.Function):
         g, gx = bn_act_bwd_reduce(dout.view(-1, C2), z2.view(-1, C2), sc2, sh2, act)
         dbw2, dbb2, a2, b2 = _bn_coefficients(g, gx, mean2, inv2, sc2, count, ctx.training[1])
         dz2 = bn_act_bwd_apply(dout, z2, sc2, sh2, a2, b2, no_idx, list(z2.shape), act)
-        # second conv: recompute its input act(bn(y1)) instead of having stored it
-        a1 = affine_act(y1.view(-1, C1), sc1, sh1, act).view(y1.shape)
-        da1, dw2 = _conv_backward(dz2, a1, w2, True)
+        # second conv: its input act(bn(y1)) is recomputed, not stored
+        da1, dw2 = _conv_backward(dz2, y1, w2, True, sc1, sh1, act)
         # first BN + act, scattered back through the max-pool
         g, gx = bn_act_bwd_reduce(da1.view(-1, C1), y1.view(-1, C1), sc1, sh1, act)
         dbw1, dbb1, a1c, b1c = _bn_coefficients(g, gx, mean1, inv1, sc1, count, ctx.training[0])
         dz1 = bn_act_bwd_apply(da1, y1, sc1, sh1, a1c, b1c, idx1,
                                [N, x.shape[1], x.shape[2], C1], act)
-        dx, dw1 = _conv_backward(dz1, x, w1, ctx.needs_input_grad[0])
+        e = _empty_f32(x.device)
+        dx, dw1 = _conv_backward(dz1, x, w1, ctx.needs_input_grad[0], e, e, act)
         return (dx, dw1.to(w1.dtype), dw2.to(w2.dtype), dbw1, dbb1, dbw2, dbb2, None, None)
 
 

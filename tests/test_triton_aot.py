@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("triton")
 
-KERNELS = {"conv3x3_fwd_kernel", "channel_stats_kernel", "bn_finalize_kernel",
+KERNELS = {"conv3x3_fwd_kernel", "conv3x3_wgrad_kernel", "channel_stats_kernel", "bn_finalize_kernel",
            "affine_act_kernel", "bn_act_bwd_reduce_kernel", "bn_act_bwd_apply_kernel",
            "augment_kernel", "gemm_kernel"}
 
@@ -45,14 +45,15 @@ def test_every_kernel_compiles_for_sm80_and_sm90(report_rows):
 
 
 def test_tensor_core_instructions_in_gemm_and_conv():
-    """The GEMM and the conv use mma on sm_80 and wgmma/mma on sm_90."""
+    """The GEMM and the convs use mma on sm_80 and wgmma/mma on sm_90."""
     code = (
         "import warnings; warnings.filterwarnings('ignore')\n"
         "import triton\n"
         "from triton.compiler import ASTSource\n"
         "from dawnbench_fast.kernels.aot import TARGETS, specs\n"
         "for s in specs(one_per_kernel=True):\n"
-        "    if s.kernel.__name__ not in ('gemm_kernel', 'conv3x3_fwd_kernel'): continue\n"
+        "    if s.kernel.__name__ not in ('gemm_kernel', 'conv3x3_fwd_kernel',\n"
+        "                                 'conv3x3_wgrad_kernel'): continue\n"
         "    for t in TARGETS:\n"
         "        k = triton.compile(ASTSource(s.kernel, s.signature(), s.constexprs),\n"
         "                           target=TARGETS[t], options={'num_warps': s.num_warps})\n"
@@ -63,7 +64,7 @@ def test_tensor_core_instructions_in_gemm_and_conv():
                          text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     lines = [ln.split() for ln in out.stdout.strip().splitlines()]
-    assert len(lines) == 4
+    assert len(lines) == 6
     for name, target, wgmma, mma in lines:
         assert wgmma == "True" or mma == "True", (name, target)
         if target == "sm_80":

@@ -16,6 +16,7 @@ import pytest
 import torch
 from dawnbench_fast.kernels import launch_counts, ops
 from dawnbench_fast.kernels.conv3x3 import conv3x3_reference
+from dawnbench_fast.kernels.conv3x3_wgrad import conv3x3_wgrad_reference
 from dawnbench_fast.kernels.launches import poisoned_outputs
 
 from dawnbench_fast.models.layers import ConvGroup
@@ -89,6 +90,29 @@ def test_conv3x3_forward(dtype, pool, prologue):
         assert int(idx.min()) >= 0 and int(idx.max()) <= 3
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("prologue", [False, True])
+@pytest.mark.parametrize("splits", [1, 3])
+def test_conv3x3_weight_gradient(dtype, prologue, splits, monkeypatch):
+    monkeypatch.setattr(ops, "INTERPRETER_WGRAD_BLOCK_K", 16)  # several K steps, masked tail
+    monkeypatch.setattr(ops, "INTERPRETER_WGRAD_SPLITS", splits)  # >1: atomic split-K
+    n, cin, cout, h, w = 2, 19, 13, 5, 7
+    x = torch.randn(n, h, w, cin).to(dtype)
+    dy = torch.randn(n, h, w, cout).to(dtype)
+    e = torch.empty(0)
+    scale, shift = (torch.rand(cin) + 0.5, torch.randn(cin)) if prologue else (e, e)
+    with poisoned_outputs():
+        got = ops.conv3x3_wgrad(x, dy, scale, shift, "gelu", splits == 1)
+    xin = x.float()
+    if prologue:  # the kernel rounds the recomputed activation to the storage dtype
+        xin = torch.nn.functional.gelu(xin * scale + shift).to(dtype).float()
+    want = conv3x3_wgrad_reference(xin.permute(0, 3, 1, 2), dy.float().permute(0, 3, 1, 2),
+                                   (cout, cin))
+    got = got.view(3, 3, cin, cout).permute(3, 2, 0, 1)
+    assert_close_scaled(got, want, {torch.float32: 1e-5, torch.float16: 2e-3,
+                                    torch.bfloat16: 1e-2}[dtype], "dW")
+
+
 def test_conv3x3_deterministic_partials_match_atomics():
     x = torch.randn(3, 6, 9, 8)  # 192 conv rows: several M tiles
     w = torch.randn(13, 6, 3, 3)
@@ -134,13 +158,17 @@ def test_conv_group_training_forward_backward(shape, cout, act):
         torch.testing.assert_close(bn.running_var, bn_ref.running_var, rtol=1e-5, atol=1e-5)
     for k in ("conv3x3_pool_fwd", "bn_finalize", "bn_act_bwd_apply"):
         assert launch_counts[k] > before.get(k, 0), k
-    # conv2 forward + both data gradients run on the implicit-GEMM kernel
+    # conv2 forward + both data gradients run on the implicit-GEMM kernel,
+    # both weight gradients on the wgrad kernel
     assert launch_counts["conv3x3_fwd"] == before.get("conv3x3_fwd", 0) + 3
+    assert launch_counts["conv3x3_wgrad"] == before.get("conv3x3_wgrad", 0) + 2
 
 
 def test_conv_group_backward_with_aten_data_gradient(monkeypatch):
-    """The fallback (aten/cuDNN data gradient) gives the same gradients."""
+    """The fallback (aten/cuDNN data and weight gradients) gives the same
+    gradients."""
     monkeypatch.setattr(ops, "TRITON_DGRAD", False)
+    monkeypatch.setattr(ops, "TRITON_WGRAD", False)
     g, g_ref = _groups(7, 18, "gelu")
     x = torch.randn(2, 7, 6, 5).requires_grad_(True)
     x_ref = x.detach().clone().requires_grad_(True)
