@@ -34,7 +34,9 @@ def _parser() -> argparse.ArgumentParser:
     np_.add_argument("--out")
     np_.add_argument("--rows", type=int, default=40)
     pp = sub.add_parser("peaks", help="measure (once, then cached) and show this machine's peaks")
-    pp.add_argument("--refresh", action="store_true", help="re-measure, ignoring the cache")
+    pp.add_argument("--refresh", action="store_true",
+                    help="measure again; per microbenchmark the best of old and new is kept")
+    pp.add_argument("--reset", action="store_true", help="forget the cached rates, then measure")
     pp.add_argument("--table", action="store_true", help="also print the GPU peak table")
     pp.add_argument("--threads", type=int, help="torch threads to measure with")
     pp.add_argument("--seconds", type=float, default=0.4,
@@ -68,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
 
             if args.threads:
                 torch.set_num_threads(args.threads)
-            print(_show_peaks(cpu_peaks(refresh=args.refresh, budget_s=args.seconds)))
+            print(_show_peaks(cpu_peaks(refresh=args.refresh, budget_s=args.seconds,
+                                        reset=args.reset)))
             from dawnbench_fast.roofline.peaks import detect_gpu
 
             gpu = detect_gpu()

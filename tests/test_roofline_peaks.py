@@ -112,3 +112,13 @@ def test_cpu_peaks_measured_and_cached(tmp_path, monkeypatch):
     assert again.flops == p.flops
     cpu_peaks_mod.cpu_peaks(refresh=True, budget_s=0.02)
     assert len(calls) == 2
+    cpu_peaks_mod.cpu_peaks(reset=True, budget_s=0.02)
+    assert len(calls) == 3
+
+
+def test_refresh_keeps_the_best_rate_per_microbenchmark():
+    old = {"gemm_fp32": {"flops": 5.0, "what": "a"}, "copy": {"bytes_per_s": 9.0, "what": "c"}}
+    new = {"gemm_fp32": {"flops": 7.0, "what": "b"}, "copy": {"bytes_per_s": 4.0, "what": "d"}}
+    best = cpu_peaks_mod.merge_best(old, new)
+    assert best["gemm_fp32"]["what"] == "b"  # faster now
+    assert best["copy"]["what"] == "c"  # faster before (the machine was busy now)
