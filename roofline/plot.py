@@ -44,12 +44,13 @@ def plot_roofline(rep: Report, out_base: str | pathlib.Path, max_labels: int = 6
         ax.scatter(r.intensity, r.flops_per_s, s=size, alpha=0.55,
                    color=_COLORS.get(r.roof_precision, "gray"),
                    edgecolors="black" if r.matmul else "none", linewidths=0.6)
-    # label the biggest points; alternate the offsets so neighbours stay legible
+    # label the biggest points from a stacked column of text (the big ops
+    # cluster under the roof, where labels at the points would overlap)
     for i, r in enumerate(sorted(pts, key=lambda r: -r.time_us)[:max_labels]):
-        dy = (-12, 6, -22, 14)[i % 4]
-        ax.annotate(f"{r.op.replace('aten::', '')} {r.shapes.split(',')[0]}",
-                    (r.intensity, r.flops_per_s), fontsize=7, xytext=(6, dy),
-                    textcoords="offset points",
+        ax.annotate(f"{r.op.replace('aten::', '')} {r.shapes.split(',')[0]} {r.precision} "
+                    f"({r.share:.0%} of time)",
+                    (r.intensity, r.flops_per_s), fontsize=7,
+                    xytext=(0.50, 0.60 - 0.045 * i), textcoords="axes fraction",
                     arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "gray"})
     for prec in sorted({r.roof_precision for r in pts}):
         ax.scatter([], [], s=30, color=_COLORS.get(prec, "gray"), alpha=0.55,
