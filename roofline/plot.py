@@ -61,7 +61,7 @@ def plot_roofline(rep: Report, out_base: str | pathlib.Path, max_labels: int = 6
     ax.set_ylim(max(ymin, 1.0), top_peak * 3)
     ax.set_xlabel("arithmetic intensity (FLOP / byte, minimal bytes)")
     ax.set_ylabel("achieved FLOP/s")
-    ax.set_title(f"{peaks.name}: {t['fraction_of_peak']:.1%} of {t['main_precision']} peak "
+    ax.set_title(f"{peaks.name}\n{t['fraction_of_peak']:.1%} of {t['main_precision']} peak "
                  f"({t['flops_per_s'] / 1e9:.4g} GFLOP/s), {t['coverage']:.1%} of op time counted",
                  fontsize=9)
     ax.grid(True, which="both", alpha=0.25)
