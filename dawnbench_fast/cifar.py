@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import nvtx
 import torch
 import torch.nn.functional as F
 
@@ -27,7 +28,7 @@ from dawnbench_fast.data.cifar10 import MEAN, STD, Cifar10, DataError, load_cifa
 from dawnbench_fast.models.cifar_net import CifarNet, FoldedCifarNet
 from dawnbench_fast.optim.muon import Muon
 from dawnbench_fast.optim.schedule import set_linear_decay
-from dawnbench_fast.train import LoopResult, Phases, Splits, run_epochs
+from dawnbench_fast.train import NVTX_DOMAIN, LoopResult, Phases, Splits, run_epochs
 
 
 @dataclass
@@ -280,7 +281,8 @@ class Trainer:
 
     def train_epoch(self, epoch: int, progress=None) -> None:
         for idx, x in self.epoch_batches(epoch):
-            loss = self.train_step(idx, x)
+            with nvtx.annotate("train_step", domain=NVTX_DOMAIN):
+                loss = self.train_step(idx, x)
             if progress is not None:
                 progress.update(1)
                 progress.set_postfix(epoch=epoch + 1, loss=f"{loss.item() / len(idx):.3f}")

@@ -15,7 +15,10 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+import nvtx
 import torch
+
+NVTX_DOMAIN = "dawnbench"
 
 
 def _sync(device: torch.device) -> None:
@@ -33,10 +36,12 @@ class Phases:
 
     @contextmanager
     def timed(self, name: str):
+        """Time a phase; it is also an nvtx range, so Nsight timelines name it."""
         _sync(self.device)
         t0 = time.perf_counter()
         try:
-            yield
+            with nvtx.annotate(name, domain=NVTX_DOMAIN):
+                yield
         finally:
             _sync(self.device)
             self.add(name, time.perf_counter() - t0)
