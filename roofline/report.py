@@ -143,6 +143,11 @@ def build_report(
     for a fraction of peak that includes the time between ops."""
     if not isinstance(trace, Trace):
         trace = load_trace(trace)
+    if not trace.has_shapes and any(True for _ in trace.ops()):
+        # without shapes nothing can be counted: say so instead of reporting
+        # a misleading split of the time
+        raise ValueError(f"trace {trace.path} has no input shapes; record it with "
+                         "torch.profiler.profile(record_shapes=True, ...)")
     if peaks is None:
         peaks = resolve_peaks(device, peaks_file, trace.on_gpu, trace.device_properties)
     attr = attribute(trace)

@@ -226,3 +226,17 @@ def test_python_autograd_function_is_a_framework_container(tmp_path):
     assert not any(d["name"] == "_Scale" for d in rep.uncounted), rep.uncounted
     assert rep.totals["coverage"] >= 0.99
     assert any(r.op == "aten::mul" for r in rep.rows)
+
+
+def test_trace_without_shapes_is_refused(tmp_path):
+    from torch.profiler import profile
+
+    x = torch.randn(4, 7)
+    with profile() as prof:  # record_shapes left off
+        torch.mm(x, x.T)
+    path = tmp_path / "noshapes.json"
+    prof.export_chrome_trace(str(path))
+    with pytest.raises(ValueError, match="record_shapes=True"):
+        build_report(path, PEAKS)
+    r = _cli("report", str(path), "--device", "T4")
+    assert r.returncode == 2 and "record_shapes=True" in r.stderr
