@@ -187,6 +187,25 @@ def test_gemm(benchmark, impl, m, k, n, peaks):
 
 
 @pytest.mark.parametrize("impl", ["triton", "torch"])
+@pytest.mark.parametrize("rows,cols", [(64, 216), (256, 576), (256, 2304)],
+                         ids=["64x24x3x3", "256x64x3x3", "256x256x3x3"])
+def test_newton_schulz(benchmark, impl, rows, cols, peaks):
+    """Muon's 3-iteration Newton-Schulz on one conv filter bank (bf16):
+    Triton GEMMs with the element-wise terms in the epilogue vs the
+    optimizer's torch implementation (cuBLAS + element-wise kernels)."""
+    from dawnbench_fast import dispatch
+    from dawnbench_fast.optim.muon import newton_schulz as reference
+
+    benchmark.group = f"newton_schulz {rows}x{cols}"
+    g = torch.randn(rows, cols, device="cuda")
+    ns = dispatch.get_op("newton_schulz", "triton") if impl == "triton" else reference
+    m, k = min(rows, cols), max(rows, cols)
+    flops = 3 * (2 * m * m * k + 2 * m * m * m + 2 * m * m * k)
+    nbytes = 3 * 2 * (3 * m * k + 3 * m * m)
+    _run(benchmark, lambda: ns(g, 3), flops, nbytes, peaks, compute_bound=True)
+
+
+@pytest.mark.parametrize("impl", ["triton", "torch"])
 def test_augment(benchmark, impl, peaks):
     """uint8 dataset -> augmented normalised batch (bf16 for Triton; the torch
     reference produces fp32 then casts, as a trainer would)."""

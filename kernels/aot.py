@@ -144,12 +144,15 @@ def specs(one_per_kernel: bool = False) -> list[KernelSpec]:
                            "flip_ptr": "i32", "cutx_ptr": "i32", "cuty_ptr": "i32",
                            "scale_ptr": "fp32", "shift_ptr": "fp32", "out_ptr": "bf16"},
                           {"SIZE": 32, "C": 3, "BLOCK": 4096}, num_warps=8))
-    for cfg in gemm_configs():
-        kw = dict(cfg.kwargs)
-        out.append(KernelSpec("gemm[bf16]", gemm_kernel,
-                              {"a_ptr": "bf16", "b_ptr": "bf16", "c_ptr": "bf16"},
-                              {"F32_MATH": False, "DOT_PRECISION": "ieee", **kw},
-                              num_warps=cfg.num_warps, num_stages=cfg.num_stages))
+    for has_d in (False, True):
+        for cfg in gemm_configs():
+            kw = dict(cfg.kwargs)
+            out.append(KernelSpec("gemm_axpby[bf16]" if has_d else "gemm[bf16]", gemm_kernel,
+                                  {"a_ptr": "bf16", "b_ptr": "bf16", "c_ptr": "bf16",
+                                   "d_ptr": "bf16"},
+                                  {"HAS_D": has_d, "F32_MATH": False, "DOT_PRECISION": "ieee",
+                                   **kw}, floats=("alpha", "beta"),
+                                  num_warps=cfg.num_warps, num_stages=cfg.num_stages))
     if one_per_kernel:
         seen: set[str] = set()
         out = [s for s in out if not (s.kernel.__name__ in seen or seen.add(s.kernel.__name__))]

@@ -110,6 +110,12 @@ def gemm_cost(shapes, dtypes):
     return 2 * m * n * k, (m * k + k * n + m * n) * item
 
 
+def gemm_axpby_cost(shapes, dtypes):
+    (m, k), (_, n) = shapes[0], shapes[1]
+    item = _ITEM.get(str(dtypes[0]), 4)
+    return 2 * m * n * k + 3 * m * n, (m * k + k * n + 2 * m * n) * item
+
+
 def augment_cost(shapes, dtypes):
     """Gather of B uint8 images (indices is shapes[1]) into a normalised
     batch; the output dtype is not an input, counted as fp32 (upper bound)."""
@@ -130,6 +136,7 @@ COSTS = {
     "dawnbench::conv3x3_pool_fwd": (conv3x3_pool_fwd_cost, True),
     "dawnbench::conv3x3_wgrad": (conv3x3_wgrad_cost, True),
     "dawnbench::gemm": (gemm_cost, True),
+    "dawnbench::gemm_axpby": (gemm_axpby_cost, True),
     "dawnbench::augment": (augment_cost, False),
 }
 

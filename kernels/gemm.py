@@ -1,6 +1,8 @@
 """C = A @ B on tensor cores: fp16/bf16 (or fp32/TF32) inputs, fp32
 accumulation, arbitrary strides (so A @ B.T and X @ X.T need no copies),
-autotuned tile configs, grouped program order for L2 reuse.
+autotuned tile configs, grouped program order for L2 reuse; optional epilogue
+C = alpha * A @ B + beta * D, which fuses the element-wise parts of a
+Newton-Schulz iteration into its two products.
 
 Used by the linear head and by Muon's Newton-Schulz products (X @ X.T).
 """
@@ -33,9 +35,10 @@ def gemm_configs() -> list[triton.Config]:
 
 @triton.jit
 def gemm_kernel(
-    a_ptr, b_ptr, c_ptr, M, N, K,
-    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-    F32_MATH: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    a_ptr, b_ptr, c_ptr, d_ptr, M, N, K,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, stride_dm, stride_dn,
+    alpha, beta,
+    HAS_D: tl.constexpr, F32_MATH: tl.constexpr, DOT_PRECISION: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
 ):
     pid = tl.program_id(0)
@@ -63,11 +66,16 @@ def gemm_kernel(
         acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
+    c_mask = (rm < M)[:, None] & (rn < N)[None, :]
+    if HAS_D:  # epilogue C = alpha * A@B + beta * D (a Newton-Schulz step's update)
+        d = tl.load(d_ptr + rm[:, None] * stride_dm + rn[None, :] * stride_dn, mask=c_mask,
+                    other=0.0)
+        acc = alpha * acc + beta * d.to(tl.float32)
     c_ptrs = c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn
-    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rm < M)[:, None] & (rn < N)[None, :])
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
 
 
-gemm_autotuned = triton.autotune(configs=gemm_configs(), key=["M", "N", "K", "F32_MATH"])(
+gemm_autotuned = triton.autotune(configs=gemm_configs(), key=["M", "N", "K", "F32_MATH", "HAS_D"])(
     gemm_kernel
 )
 

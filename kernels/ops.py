@@ -12,6 +12,7 @@ Model-level ops registered for ``--kernels triton``:
   ``aten.convolution_backward`` (cuDNN on a GPU).
 - ``bn_act(x, bn, act)``: batch norm (training or eval) + activation.
 - ``linear(x, weight)`` and ``matmul(a, b)``: the tensor-core GEMM.
+- ``newton_schulz(g, steps, eps)``: Muon's orthogonalisation on that GEMM.
 """
 
 from __future__ import annotations
@@ -361,8 +362,9 @@ def gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     def grid(meta):
         return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
 
-    gemm_autotuned[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                         c.stride(0), c.stride(1), F32_MATH=needs_f32_math(a.dtype),
+    gemm_autotuned[grid](a, b, c, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                         c.stride(0), c.stride(1), 0, 0, 1.0, 0.0, HAS_D=False,
+                         F32_MATH=needs_f32_math(a.dtype),
                          DOT_PRECISION=_dot_precision(a.dtype, conv=False))
     record("gemm")
     return c
@@ -370,6 +372,34 @@ def gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 @gemm.register_fake
 def _(a, b):
+    return a.new_empty((a.shape[0], b.shape[1]))
+
+
+@torch.library.custom_op("dawnbench::gemm_axpby", mutates_args=())
+def gemm_axpby(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, alpha: float,
+               beta: float) -> torch.Tensor:
+    """alpha * (a @ b) + beta * d in one kernel (no autograd: optimizer math)."""
+    M, K = a.shape
+    N = b.shape[1]
+    if b.shape[0] != K or tuple(d.shape) != (M, N):
+        raise ValueError(f"dawnbench::gemm_axpby needs [M, K] @ [K, N] + [M, N], got "
+                         f"{tuple(a.shape)} @ {tuple(b.shape)} + {tuple(d.shape)}")
+    c = new_output((M, N), a.dtype, a.device)
+
+    def grid(meta):
+        return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
+
+    b, d = b.to(a.dtype), d.to(a.dtype)
+    gemm_autotuned[grid](a, b, c, d, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                         c.stride(0), c.stride(1), d.stride(0), d.stride(1), float(alpha),
+                         float(beta), HAS_D=True, F32_MATH=needs_f32_math(a.dtype),
+                         DOT_PRECISION=_dot_precision(a.dtype, conv=False))
+    record("gemm_axpby")
+    return c
+
+
+@gemm_axpby.register_fake
+def _(a, b, d, alpha, beta):
     return a.new_empty((a.shape[0], b.shape[1]))
 
 
@@ -602,6 +632,27 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """2-D a @ b on the Triton GEMM, e.g. Newton-Schulz's X @ X.T (pass X.T:
     strides make the transpose free)."""
     return gemm(a, b)
+
+
+@dispatch.register("newton_schulz", "triton")
+@torch.no_grad()
+def newton_schulz(g: torch.Tensor, steps: int = 3, eps: float = 1e-7,
+                  coeffs: tuple[float, float, float] = (3.4445, -4.7750, 2.0315)) -> torch.Tensor:
+    """Muon's quintic Newton-Schulz orthogonalisation in bf16 on the Triton GEMM,
+    three kernels per iteration: G = X X^T; P = c G G + b G; X = P X + a X
+    (the element-wise terms ride in the GEMM epilogue). Same contract as
+    dawnbench_fast.optim.muon.newton_schulz (2-D input, bf16 result)."""
+    a, b, c = coeffs
+    x = g.bfloat16()
+    x = x / (x.norm() + eps)
+    transposed = x.size(0) > x.size(1)
+    if transposed:  # iterate on the wide orientation: X X^T is the small Gram
+        x = x.T
+    for _ in range(steps):
+        gram = gemm(x, x.T)
+        poly = gemm_axpby(gram, gram, gram, c, b)
+        x = gemm_axpby(poly, x, x, 1.0, a)
+    return x.T if transposed else x
 
 
 def _probe(device: torch.device) -> str | None:

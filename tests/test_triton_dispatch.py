@@ -13,12 +13,13 @@ from dawnbench_fast.kernels import costs, ops
 from dawnbench_fast import dispatch
 
 OPS = ["channel_stats", "bn_finalize", "affine_act", "bn_act_bwd_reduce", "bn_act_bwd_apply",
-       "conv3x3_fwd", "conv3x3_pool_fwd", "conv3x3_wgrad", "gemm", "augment"]
+       "conv3x3_fwd", "conv3x3_pool_fwd", "conv3x3_wgrad", "gemm", "gemm_axpby", "augment"]
 
 
 def test_triton_resolves_on_cpu_under_the_interpreter():
     assert dispatch.resolve_backend("triton", "cpu") == "triton"
-    table = dispatch.op_table("triton", ["conv_group", "bn_act", "augment", "linear", "matmul"])
+    table = dispatch.op_table("triton", ["conv_group", "bn_act", "augment", "linear", "matmul",
+                                          "newton_schulz"])
     assert set(table.values()) == {"triton"}
 
 

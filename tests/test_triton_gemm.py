@@ -76,3 +76,48 @@ def test_linear_op_forward_backward():
 def test_gemm_bad_shapes_one_line_error():
     with pytest.raises(ValueError, match="gemm needs"):
         ops.gemm(torch.randn(3, 4), torch.randn(5, 2))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gemm_axpby_epilogue(dtype):
+    a, b = torch.randn(21, 13).to(dtype), torch.randn(13, 30).to(dtype)
+    d = torch.randn(21, 30).to(dtype)
+    with poisoned_outputs():
+        c = ops.gemm_axpby(a, b, d, -0.7, 2.5)
+    want = -0.7 * (a.float() @ b.float()) + 2.5 * d.float()
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(c.float(), want, rtol=tol, atol=tol * 4)
+
+
+def _newton_schulz_fp32(g, steps, eps=1e-7):
+    from dawnbench_fast.optim.muon import NS_COEFFS
+
+    a, b, c = NS_COEFFS
+    x = g.double()
+    x = x / (x.norm() + eps)
+    t = x.size(0) > x.size(1)
+    x = x.T if t else x
+    for _ in range(steps):
+        gram = x @ x.T
+        x = a * x + (b * gram + c * gram @ gram) @ x
+    return (x.T if t else x).float()
+
+
+@pytest.mark.parametrize("shape", [(24, 40), (45, 18)])  # wide and tall (transposed) filters
+def test_newton_schulz_matches_muon(shape):
+    """bf16 storage (fp32 arithmetic in the interpreter: no bf16 math there):
+    no further from the exact (fp64) iteration than the optimizer's own bf16
+    implementation is."""
+    from dawnbench_fast.optim.muon import newton_schulz as reference
+
+    g = torch.randn(shape)
+    before = launch_counts["gemm_axpby"]
+    with poisoned_outputs():
+        got = dispatch.get_op("newton_schulz", "triton")(g, 3)
+    want = reference(g, 3)
+    exact = _newton_schulz_fp32(g, 3)
+    assert got.dtype == want.dtype == torch.bfloat16 and got.shape == want.shape
+    err = (got.float() - exact).abs().max().item()
+    ref_err = (want.float() - exact).abs().max().item()
+    assert err <= 1.5 * ref_err + 2e-3, (err, ref_err)
+    assert launch_counts["gemm_axpby"] == before + 6  # two fused products per iteration
