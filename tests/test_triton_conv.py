@@ -202,3 +202,26 @@ def test_conv_group_bf16_training_storage():
     y_ref = conv_group_ref(g_ref, x.bfloat16().float())
     assert y.dtype == torch.bfloat16
     torch.testing.assert_close(y.float(), y_ref, rtol=6e-2, atol=6e-2)
+
+
+def test_conv_group_deterministic_mode(monkeypatch):
+    """Per-tile partial statistics and single-split weight gradients (no
+    atomics) give the reference's results, bitwise repeatably."""
+    monkeypatch.setattr(ops, "DETERMINISTIC_STATS", True)
+    g, g_ref = _groups(9, 20, "gelu")
+    x = torch.randn(2, 9, 8, 6)
+    dy = torch.randn(2, 20, 4, 3)
+    grads = []
+    for _ in range(2):
+        gg = copy.deepcopy(g)
+        xx = x.clone().requires_grad_(True)
+        (ops.conv_group(gg, xx) * dy).sum().backward()
+        grads.append((xx.grad, gg.conv1.weight.grad, gg.conv2.weight.grad, gg.norm1.running_var))
+    x_ref = x.clone().requires_grad_(True)
+    (conv_group_ref(g_ref, x_ref) * dy).sum().backward()
+    for a, b in zip(grads[0], grads[1], strict=True):
+        assert torch.equal(a, b)
+    assert_close_scaled(grads[0][0], x_ref.grad, 1e-4, "x")
+    assert_close_scaled(grads[0][1], g_ref.conv1.weight.grad, 1e-4, "conv1")
+    assert_close_scaled(grads[0][2], g_ref.conv2.weight.grad, 1e-4, "conv2")
+    torch.testing.assert_close(grads[0][3], g_ref.norm1.running_var, rtol=1e-5, atol=1e-5)
