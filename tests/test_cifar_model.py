@@ -36,6 +36,7 @@ def test_frozen_and_trainable_parameters():
         w = g.conv2.weight
         assert torch.equal(w[: w.size(1), :, 1, 1], torch.eye(w.size(1)))
     assert net.head.bias is None
+    assert net.head.weight.std().item() == pytest.approx(1.0, abs=1e-5)
 
 
 def test_whitening_init_matches_its_definition():

@@ -34,6 +34,8 @@ class CifarNet(nn.Module):
             ConvGroup(chans[i], chans[i + 1], act=act) for i in range(len(widths))
         )
         self.head = nn.Linear(widths[-1], num_classes, bias=False)
+        with torch.no_grad():  # unit-std head weights: with the 1/width logit scale below,
+            self.head.weight.div_(self.head.weight.std())  # the recipe's initial logit size
         # Logits are divided by this fixed scale (the head's fan-in).
         self.logit_scale = 1.0 / widths[-1]
         self.kernels = "torch"
