@@ -31,8 +31,8 @@ from dawnbench_fast.kernels.bn_finalize import bn_finalize_kernel
 from dawnbench_fast.kernels.bn_stats import channel_stats_kernel
 from dawnbench_fast.kernels.conv3x3 import conv3x3_fwd_kernel
 from dawnbench_fast.kernels.conv3x3_wgrad import conv3x3_wgrad_kernel
+from dawnbench_fast.kernels.custom_ops import conv_blocks, wgrad_blocks
 from dawnbench_fast.kernels.gemm import gemm_configs, gemm_kernel
-from dawnbench_fast.kernels.ops import conv_blocks, wgrad_blocks
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 

@@ -10,7 +10,7 @@ import zlib
 
 import pytest
 import torch
-from dawnbench_fast.kernels import launch_counts, ops
+from dawnbench_fast.kernels import custom_ops, launch_counts, ops
 from dawnbench_fast.kernels.bn_finalize import bn_finalize_reference
 from dawnbench_fast.kernels.launches import poisoned_outputs
 
@@ -27,7 +27,7 @@ def _seed(request):
 @pytest.fixture(autouse=True)
 def _small_tiles(monkeypatch):
     """16-row tiles: several tiles and programs per test, masked edges."""
-    monkeypatch.setattr(ops, "INTERPRETER_ROWS", 16)
+    monkeypatch.setattr(custom_ops, "INTERPRETER_ROWS", 16)
 
 TOL = {torch.float32: 2e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
 
@@ -37,7 +37,7 @@ TOL = {torch.float32: 2e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
 def test_channel_stats(rows, chans, deterministic):
     x = torch.randn(rows, chans) * 3 + 1
     with poisoned_outputs():
-        s, q = ops.channel_stats(x, deterministic)
+        s, q = custom_ops.channel_stats(x, deterministic)
     if not deterministic:
         assert s.shape[0] == 1  # atomics: one row
     torch.testing.assert_close(s.sum(0), x.sum(0), rtol=1e-5, atol=1e-4)
@@ -53,7 +53,7 @@ def test_bn_finalize_matches_reference(training):
     rm, rv = torch.randn(C), torch.rand(C) + 0.1
     rm2, rv2 = rm.clone(), rv.clone()
     with poisoned_outputs():
-        got = ops.bn_finalize(s, q, float(n), w, b, rm, rv, 0.4, 1e-5, training, True)
+        got = custom_ops.bn_finalize(s, q, float(n), w, b, rm, rv, 0.4, 1e-5, training, True)
     want = bn_finalize_reference(s[0], q[0], n, w, b, rm2, rv2, 0.4, 1e-5, training)
     for g, r in zip(got, want, strict=True):
         torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-5)
@@ -67,7 +67,7 @@ def test_affine_act(act, dtype):
     x = torch.randn(45, 21).to(dtype)
     scale, shift = torch.rand(21) + 0.5, torch.randn(21)
     with poisoned_outputs():
-        y = ops.affine_act(x, scale, shift, act)
+        y = custom_ops.affine_act(x, scale, shift, act)
     want = ACTIVATIONS[act](x.float() * scale + shift)
     assert y.dtype == dtype
     torch.testing.assert_close(y.float(), want, rtol=TOL[dtype], atol=TOL[dtype])
@@ -125,11 +125,11 @@ def test_bn_act_bf16_storage():
 def test_bn_act_deterministic_mode_is_bitwise_repeatable():
     x = torch.randn(4, 33, 5, 5)
     bn, _ = _bn_pair(33, True)
-    old = ops.DETERMINISTIC_STATS
-    ops.DETERMINISTIC_STATS = True
+    old = custom_ops.DETERMINISTIC_STATS
+    custom_ops.DETERMINISTIC_STATS = True
     try:
         a = ops.bn_act(x, copy.deepcopy(bn), "gelu")
         b = ops.bn_act(x, copy.deepcopy(bn), "gelu")
     finally:
-        ops.DETERMINISTIC_STATS = old
+        custom_ops.DETERMINISTIC_STATS = old
     assert torch.equal(a, b)

@@ -14,7 +14,7 @@ import zlib
 
 import pytest
 import torch
-from dawnbench_fast.kernels import launch_counts, ops
+from dawnbench_fast.kernels import autograd_fns, custom_ops, launch_counts, ops
 from dawnbench_fast.kernels.conv3x3 import conv3x3_reference
 from dawnbench_fast.kernels.conv3x3_wgrad import conv3x3_wgrad_reference
 from dawnbench_fast.kernels.launches import poisoned_outputs
@@ -33,8 +33,8 @@ def _seed(request):
 def _small_tiles(monkeypatch):
     """Tiles of 32 conv rows (8 pooling windows): several tiles per test, and
     masked partial tiles at the end."""
-    monkeypatch.setattr(ops, "INTERPRETER_CONV_BLOCK_M", 32)
-    monkeypatch.setattr(ops, "INTERPRETER_ROWS", 16)
+    monkeypatch.setattr(custom_ops, "INTERPRETER_CONV_BLOCK_M", 32)
+    monkeypatch.setattr(custom_ops, "INTERPRETER_ROWS", 16)
 
 TOL = {torch.float32: (1e-4, 1e-4), torch.float16: (1e-2, 1e-2), torch.bfloat16: (5e-2, 5e-2)}
 
@@ -52,9 +52,9 @@ def _run_conv(x_nchw, w, scale, shift, act, pool, deterministic, dtype):
     xh = x_nchw.permute(0, 2, 3, 1).contiguous().to(dtype)
     e = torch.empty(0)
     sc, sh = (scale, shift) if scale is not None else (e, e)
-    fn = ops.conv3x3_pool_fwd if pool else ops.conv3x3_fwd
+    fn = custom_ops.conv3x3_pool_fwd if pool else custom_ops.conv3x3_fwd
     with poisoned_outputs():
-        return fn(xh, ops._wmat(w, dtype), sc, sh, act, True, deterministic)
+        return fn(xh, autograd_fns._wmat(w, dtype), sc, sh, act, True, deterministic)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
@@ -94,15 +94,15 @@ def test_conv3x3_forward(dtype, pool, prologue):
 @pytest.mark.parametrize("prologue", [False, True])
 @pytest.mark.parametrize("splits", [1, 3])
 def test_conv3x3_weight_gradient(dtype, prologue, splits, monkeypatch):
-    monkeypatch.setattr(ops, "INTERPRETER_WGRAD_BLOCK_K", 16)  # several K steps, masked tail
-    monkeypatch.setattr(ops, "INTERPRETER_WGRAD_SPLITS", splits)  # >1: atomic split-K
+    monkeypatch.setattr(custom_ops, "INTERPRETER_WGRAD_BLOCK_K", 16)  # several K steps, masked tail
+    monkeypatch.setattr(custom_ops, "INTERPRETER_WGRAD_SPLITS", splits)  # >1: atomic split-K
     n, cin, cout, h, w = 2, 19, 13, 5, 7
     x = torch.randn(n, h, w, cin).to(dtype)
     dy = torch.randn(n, h, w, cout).to(dtype)
     e = torch.empty(0)
     scale, shift = (torch.rand(cin) + 0.5, torch.randn(cin)) if prologue else (e, e)
     with poisoned_outputs():
-        got = ops.conv3x3_wgrad(x, dy, scale, shift, "gelu", splits == 1)
+        got = custom_ops.conv3x3_wgrad(x, dy, scale, shift, "gelu", splits == 1)
     xin = x.float()
     if prologue:  # the kernel rounds the recomputed activation to the storage dtype
         xin = torch.nn.functional.gelu(xin * scale + shift).to(dtype).float()
@@ -167,8 +167,8 @@ def test_conv_group_training_forward_backward(shape, cout, act):
 def test_conv_group_backward_with_aten_data_gradient(monkeypatch):
     """The fallback (aten/cuDNN data and weight gradients) gives the same
     gradients."""
-    monkeypatch.setattr(ops, "TRITON_DGRAD", False)
-    monkeypatch.setattr(ops, "TRITON_WGRAD", False)
+    monkeypatch.setattr(autograd_fns, "TRITON_DGRAD", False)
+    monkeypatch.setattr(autograd_fns, "TRITON_WGRAD", False)
     g, g_ref = _groups(7, 18, "gelu")
     x = torch.randn(2, 7, 6, 5).requires_grad_(True)
     x_ref = x.detach().clone().requires_grad_(True)
@@ -207,7 +207,7 @@ def test_conv_group_bf16_training_storage():
 def test_conv_group_deterministic_mode(monkeypatch):
     """Per-tile partial statistics and single-split weight gradients (no
     atomics) give the reference's results, bitwise repeatably."""
-    monkeypatch.setattr(ops, "DETERMINISTIC_STATS", True)
+    monkeypatch.setattr(custom_ops, "DETERMINISTIC_STATS", True)
     g, g_ref = _groups(9, 20, "gelu")
     x = torch.randn(2, 9, 8, 6)
     dy = torch.randn(2, 20, 4, 3)
