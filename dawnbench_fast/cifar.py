@@ -635,7 +635,8 @@ def run_cli(a: argparse.Namespace) -> int:
         bench.write_json(run_dir / f"{stem}.json", base)
         if lat_ms is not None:
             inf = bench.inference_json(base, lat_ms, infer_top1, a.cost_per_hour)
-            inf["misc"] = {**misc, "latency_images": lat_n, "latency_tta": a.latency_tta}
+            inf["misc"] = {**misc, "latency_images": lat_n, "latency_tta": a.latency_tta,
+                           "cost_per_10000_images": None if inf["cost"] is None else inf["cost"] * 1e4}
             bench.write_json(run_dir / f"{stem}_inference.json", inf)
         tta_s = o.result.tta_seconds
         summary = {

@@ -56,6 +56,7 @@ def test_smoke_run_writes_dawnbench_files(smoke_run):
     inf = json.loads((out / f"{stem}_inference.json").read_text())
     assert inf["latency"] > 0 and 0 <= inf["top1Accuracy"] <= 100
     assert inf["cost"] == pytest.approx(3.06 * inf["latency"] / 3.6e6)
+    assert inf["misc"]["cost_per_10000_images"] == pytest.approx(1e4 * inf["cost"])
     run = json.loads((out / "run.json").read_text())
     assert run["config"]["subset"] == 2000 and run["config"]["epochs"] == 1
     assert run["versions"]["torch"] and run["threads"] == 2 and run["command"][1:3] == ["-m",
