@@ -205,8 +205,8 @@ def build_model(cfg: Config, device: torch.device, backend: str) -> CifarNet:
     return model.set_kernels(backend)
 
 
-def build_optimizers(model: CifarNet, cfg: Config, whiten_bias_steps: int = 0
-                     ) -> list[torch.optim.Optimizer]:
+def build_optimizers(model: CifarNet, cfg: Config, whiten_bias_steps: int = 0,
+                     backend: str = "torch") -> list[torch.optim.Optimizer]:
     """Muon on the conv filters; Nesterov SGD on biases and head. The whitening
     bias's lr reaches 0 when it freezes (after ``whiten_bias_steps``)."""
     filters = [p for p in model.parameters() if p.ndim == 4 and p.requires_grad]
@@ -221,7 +221,8 @@ def build_optimizers(model: CifarNet, cfg: Config, whiten_bias_steps: int = 0
         dict(params=[model.head.weight], lr=cfg.lr_head, weight_decay=wd / cfg.lr_head),
     ]
     sgd = torch.optim.SGD(groups, momentum=cfg.sgd_momentum, nesterov=True)
-    muon = Muon(filters, lr=cfg.lr_filters, momentum=cfg.muon_momentum, ns_steps=cfg.ns_steps)
+    muon = Muon(filters, lr=cfg.lr_filters, momentum=cfg.muon_momentum, ns_steps=cfg.ns_steps,
+                orthogonalize=dispatch.get_op("newton_schulz", backend))
     return [sgd, muon]
 
 
@@ -245,7 +246,7 @@ class Trainer:
         torch.manual_seed(self.cfg.seed)
         self.model = build_model(self.cfg, self.device, self.backend)
         self.model.init_whitening(self.data.whiten_x, eps=self.cfg.whiten_eps)
-        self.optimizers = build_optimizers(self.model, self.cfg, self.whiten_bias_steps)
+        self.optimizers = build_optimizers(self.model, self.cfg, self.whiten_bias_steps, self.backend)
         self.step = 0
 
     def epoch_batches(self, epoch: int):
@@ -603,7 +604,7 @@ def run_cli(a: argparse.Namespace) -> int:
     hardware = env["hardware"]
     tag = a.hardware_tag or bench.slug(hardware)
     stem = bench.submission_names(a.author, MODEL_NAME, tag, "pytorch")
-    ops = dispatch.op_table(backend, ["augment", "conv_group", "bn_act"])
+    ops = dispatch.op_table(backend, ["augment", "conv_group", "bn_act", "linear", "newton_schulz"])
     summaries = []
     for k in range(a.runs):
         run_cfg = dataclasses.replace(cfg, seed=cfg.seed + k)

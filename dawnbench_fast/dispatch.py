@@ -37,7 +37,8 @@ _PROBES: dict[str, Callable[[torch.device], str | None]] = {}
 _IMPLS: dict[tuple[str, str], Callable[..., Any]] = {}
 # backend -> modules to import so that they register (lazy: triton is heavy)
 _PROVIDERS: dict[str, list[str]] = {
-    "torch": ["dawnbench_fast.models.layers", "dawnbench_fast.data.augment"],
+    "torch": ["dawnbench_fast.models.layers", "dawnbench_fast.data.augment",
+              "dawnbench_fast.optim.muon"],
     "cpu": ["dawnbench_fast.data.augment_cpu", "dawnbench_fast.models.conv_cpu",
             "dawnbench_fast.csrc.cpu_ops"],
     "triton": ["dawnbench_fast.kernels.ops"],

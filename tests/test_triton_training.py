@@ -32,7 +32,11 @@ def test_triton_backend_follows_torch_loss_trajectory():
     assert ran.get("bn_act_bwd_apply", 0) >= 18 and ran.get("augment", 0) >= 3, ran
     assert dispatch.op_table("triton", ["conv_group", "bn_act", "augment"]) == {
         "conv_group": "triton", "bn_act": "triton", "augment": "triton"}
+    assert ran.get("gemm", 0) >= 3, ran  # the head (and Muon's Newton-Schulz) on our GEMM
     assert len(got) == len(ref) == 3
+    # Muon orthogonalises in bf16 on both sides, with different rounding orders
+    # (Triton GEMM epilogues vs torch ops): after two updates the losses agree
+    # to ~1e-3 relative, so the bound is 5e-3 (fp32 everywhere else).
     for step, (a, b) in enumerate(zip(got, ref, strict=True)):
-        assert abs(a - b) <= 1e-3 * abs(b) + 1e-4, f"step {step}: triton {a} vs torch {b}"
+        assert abs(a - b) <= 5e-3 * abs(b) + 1e-4, f"step {step}: triton {a} vs torch {b}"
     assert got[0] != got[1]  # the parameters moved

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from dawnbench_fast import dispatch
-from dawnbench_fast.models.layers import ACTIVATIONS, ConvGroup
+from dawnbench_fast.models.layers import ACTIVATIONS, ConvGroup, linear
 
 
 class CifarNet(nn.Module):
@@ -39,12 +39,15 @@ class CifarNet(nn.Module):
         # Logits are divided by this fixed scale (the head's fan-in).
         self.logit_scale = 1.0 / widths[-1]
         self.kernels = "torch"
+        self.linear = linear  # the head's product; replaced by set_kernels
 
     # -- kernels -----------------------------------------------------------
     def set_kernels(self, backend: str) -> CifarNet:
-        """Use ``backend``'s implementations of ``conv_group`` and ``bn_act``
-        (reference ones where the backend has none); see dispatch.op_table."""
+        """Use ``backend``'s implementations of ``conv_group``, ``bn_act`` and
+        ``linear`` (reference ones where the backend has none); see
+        dispatch.op_table."""
         self.kernels = backend
+        self.linear = dispatch.get_op("linear", backend)
         for g in self.groups:
             g.impl = dispatch.get_op("conv_group", backend)
             g.bn_act = dispatch.get_op("bn_act", backend)
@@ -73,7 +76,7 @@ class CifarNet(nn.Module):
             x = g(x)
         x = F.max_pool2d(x, x.shape[-1])  # 3x3 -> 1x1 at 32 px input
         x = x.flatten(1)
-        return self.head(x) * self.logit_scale
+        return self.linear(x, self.head.weight) * self.logit_scale
 
 
 def patch_eigens(images: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -44,6 +44,12 @@ class Conv(nn.Conv2d):
 ACTIVATIONS = {"gelu": F.gelu, "relu": F.relu, "silu": F.silu}
 
 
+@register("linear", "torch")
+def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """x @ weight.T without bias (the CIFAR head)."""
+    return F.linear(x, weight)
+
+
 @register("bn_act", "torch")
 def bn_act(x: torch.Tensor, bn: BatchNorm, act: str = "gelu") -> torch.Tensor:
     """Batch norm (training or eval per ``bn.training``) followed by ``act``."""

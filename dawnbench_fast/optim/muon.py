@@ -8,15 +8,18 @@ Nesterov momentum.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import torch
+
+from dawnbench_fast.dispatch import register
 
 # Quintic Newton-Schulz coefficients: pushes singular values of a normalised
 # matrix towards 1 in few iterations (tuned for speed, not exact convergence).
 NS_COEFFS = (3.4445, -4.7750, 2.0315)
 
 
+@register("newton_schulz", "torch")
 def newton_schulz(g: torch.Tensor, steps: int = 3, eps: float = 1e-7) -> torch.Tensor:
     """Approximately orthogonalise a 2-D matrix (U V^T of its SVD), in bf16."""
     a, b, c = NS_COEFFS
@@ -40,8 +43,12 @@ class Muon(torch.optim.Optimizer):
         momentum: float = 0.6,
         nesterov: bool = True,
         ns_steps: int = 3,
+        orthogonalize: Callable[[torch.Tensor, int], torch.Tensor] = newton_schulz,
     ):
+        """``orthogonalize(g2d, steps)`` is the backend's Newton-Schulz
+        (``dispatch.get_op("newton_schulz", backend)``)."""
         super().__init__(params, dict(lr=lr, momentum=momentum, nesterov=nesterov, ns_steps=ns_steps))
+        self.orthogonalize = orthogonalize
 
     @torch.no_grad()
     def step(self, closure=None):  # noqa: D102 - torch.optim signature
@@ -57,5 +64,5 @@ class Muon(torch.optim.Optimizer):
                 buf.mul_(mom).add_(p.grad)
                 g = p.grad.add(buf, alpha=mom) if group["nesterov"] else buf
                 p.mul_(len(p) ** 0.5 / p.norm())
-                update = newton_schulz(g.reshape(len(g), -1), group["ns_steps"])
+                update = self.orthogonalize(g.reshape(len(g), -1), group["ns_steps"])
                 p.add_(update.view(g.shape).to(p.dtype), alpha=-lr)
