@@ -26,6 +26,7 @@ from dawnbench_fast.kernels.custom_ops import augment_batch, gemm, gemm_axpby
 from dawnbench_fast.kernels.launches import interpreting
 
 from dawnbench_fast import dispatch
+from dawnbench_fast.optim.muon import ns_start
 
 
 @dispatch.register("bn_act", "triton")
@@ -74,11 +75,7 @@ def newton_schulz(g: torch.Tensor, steps: int = 3, eps: float = 1e-7,
     (the element-wise terms ride in the GEMM epilogue). Same contract as
     dawnbench_fast.optim.muon.newton_schulz (2-D input, bf16 result)."""
     a, b, c = coeffs
-    x = g.bfloat16()
-    x = x / (x.norm() + eps)
-    transposed = x.size(0) > x.size(1)
-    if transposed:  # iterate on the wide orientation: X X^T is the small Gram
-        x = x.T
+    x, transposed = ns_start(g, eps)
     for _ in range(steps):
         gram = gemm(x, x.T)
         poly = gemm_axpby(gram, gram, gram, c, b)

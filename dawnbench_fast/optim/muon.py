@@ -19,15 +19,21 @@ from dawnbench_fast.dispatch import register
 NS_COEFFS = (3.4445, -4.7750, 2.0315)
 
 
+def ns_start(g: torch.Tensor, eps: float = 1e-7) -> tuple[torch.Tensor, bool]:
+    """Newton-Schulz's starting point, shared by every backend: bf16, spectral
+    norm <= 1 (Frobenius-normalised), in the wide orientation so that X X^T is
+    the small Gram matrix. Returns (X, whether it was transposed)."""
+    x = g.bfloat16()
+    x = x / (x.norm() + eps)
+    transposed = x.size(0) > x.size(1)
+    return (x.T if transposed else x), transposed
+
+
 @register("newton_schulz", "torch")
 def newton_schulz(g: torch.Tensor, steps: int = 3, eps: float = 1e-7) -> torch.Tensor:
     """Approximately orthogonalise a 2-D matrix (U V^T of its SVD), in bf16."""
     a, b, c = NS_COEFFS
-    x = g.bfloat16()
-    x = x / (x.norm() + eps)
-    transposed = x.size(0) > x.size(1)
-    if transposed:  # iterate on the wide orientation: X X^T is the small Gram
-        x = x.T
+    x, transposed = ns_start(g, eps)
     for _ in range(steps):
         gram = x @ x.T
         poly = b * gram + c * (gram @ gram)
