@@ -31,8 +31,8 @@ import time
 
 import numpy as np
 import torch
-from dawnbench_fast.csrc import native, ops
 
+from dawnbench_fast.csrc import native, ops
 from dawnbench_fast.data import augment as A
 from dawnbench_fast.models.layers import BatchNorm, bn_act
 

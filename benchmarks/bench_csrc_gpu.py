@@ -76,7 +76,6 @@ def _triton_op(op: str):
 
 def bench_bn_act(batch: int, reps: int, engines: list[str]) -> dict:
     from dawnbench_fast.csrc import ops
-
     from dawnbench_fast.models.layers import BatchNorm, bn_act
 
     shapes = [(64, 15), (64, 15), (256, 7), (256, 7), (256, 3), (256, 3)]
@@ -108,7 +107,6 @@ def bench_bn_act(batch: int, reps: int, engines: list[str]) -> dict:
 
 def bench_augment(batch: int, reps: int, engines: list[str]) -> dict:
     from dawnbench_fast.csrc import ops
-
     from dawnbench_fast.data import augment as A
 
     rng = np.random.default_rng(0)

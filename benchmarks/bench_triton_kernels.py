@@ -125,7 +125,6 @@ def test_conv3x3_prologue_stats(benchmark, impl, c, h, peaks):
 def test_conv_group_train_step(benchmark, impl, cin, cout, h, peaks):
     """A whole ConvGroup, forward + backward in training mode."""
     from dawnbench_fast.kernels import ops
-
     from dawnbench_fast.models.layers import ConvGroup
     from dawnbench_fast.models.layers import conv_group as ref
 
@@ -151,7 +150,6 @@ def test_conv_group_train_step(benchmark, impl, cin, cout, h, peaks):
 def test_bn_act_train(benchmark, impl, c, h, peaks):
     """BatchNorm (training) + GELU forward + backward on bf16 NHWC."""
     from dawnbench_fast.kernels import ops
-
     from dawnbench_fast.models.layers import BatchNorm
     from dawnbench_fast.models.layers import bn_act as ref
 
@@ -210,10 +208,10 @@ def test_augment(benchmark, impl, peaks):
     """uint8 dataset -> augmented normalised batch (bf16 for Triton; the torch
     reference produces fp32 then casts, as a trainer would)."""
     import numpy as np
-    from dawnbench_fast.kernels import costs
 
     from dawnbench_fast import dispatch
     from dawnbench_fast.data.augment import augment_params, augment_torch, normalisation
+    from dawnbench_fast.kernels import costs
 
     benchmark.group = f"augment batch {BATCH}"
     padded = torch.randint(0, 256, (50000, 36, 36, 3), dtype=torch.uint8, device="cuda")

@@ -21,10 +21,10 @@ import time
 
 import torch
 import torch.nn.functional as F
-from dawnbench_fast.roofline.cpu_peaks import cpu_peaks
 
 from dawnbench_fast import roofline
 from dawnbench_fast.models.cifar_net import CifarNet, macs_per_image
+from dawnbench_fast.roofline.cpu_peaks import cpu_peaks
 
 
 def build_step(batch: int, bf16: bool, seed: int = 0):

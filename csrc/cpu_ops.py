@@ -14,9 +14,8 @@ the ``cpu`` backend keeps its other implementations (``REASON`` says why).
 
 from __future__ import annotations
 
-from dawnbench_fast.csrc import native
-
 from dawnbench_fast import dispatch
+from dawnbench_fast.csrc import native
 
 REASON: str | None = native.unavailable_reason()
 

@@ -12,6 +12,7 @@ from functools import cache
 from typing import Any
 
 import torch
+
 from dawnbench_fast.csrc import sources
 
 INSTALL_HINT = "pip install 'dawnbench-fast[cuda]' installs cupy-cuda13x; use cupy-cuda12x on CUDA 12"

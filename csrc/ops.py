@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import nvtx
 import torch
-from dawnbench_fast.csrc import cupy_path, native
 
 from dawnbench_fast import dispatch
+from dawnbench_fast.csrc import cupy_path, native
 
 ACT_CODES = {"identity": 0, "relu": 1, "gelu": 2, "silu": 3}
 DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}

@@ -9,8 +9,8 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from dawnbench_fast.kernels.activations import apply_act
 
+from dawnbench_fast.kernels.activations import apply_act
 from dawnbench_fast.models.layers import ACTIVATIONS
 
 

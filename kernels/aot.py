@@ -21,6 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
 from dawnbench_fast.kernels.affine_act import affine_act_kernel
 from dawnbench_fast.kernels.augment import augment_kernel
 from dawnbench_fast.kernels.bn_act_backward import (
@@ -33,8 +36,6 @@ from dawnbench_fast.kernels.conv3x3 import conv3x3_fwd_kernel
 from dawnbench_fast.kernels.conv3x3_wgrad import conv3x3_wgrad_kernel
 from dawnbench_fast.kernels.custom_ops import conv_blocks, wgrad_blocks
 from dawnbench_fast.kernels.gemm import gemm_configs, gemm_kernel
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
 
 TARGETS = {"sm_80": GPUTarget("cuda", 80, 32), "sm_90": GPUTarget("cuda", 90, 32)}
 

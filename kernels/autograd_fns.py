@@ -7,6 +7,7 @@ stats handled here, so the kernels stay functional).
 from __future__ import annotations
 
 import torch
+
 from dawnbench_fast.kernels.custom_ops import (
     affine_act,
     bn_act_bwd_apply,

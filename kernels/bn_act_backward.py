@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+
 from dawnbench_fast.kernels.activations import act_grad
 
 

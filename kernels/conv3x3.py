@@ -24,8 +24,8 @@ import torch
 import torch.nn.functional as F
 import triton
 import triton.language as tl
-from dawnbench_fast.kernels.activations import apply_act
 
+from dawnbench_fast.kernels.activations import apply_act
 from dawnbench_fast.models.layers import ACTIVATIONS
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 import triton
+
 from dawnbench_fast.kernels.activations import act_code
 from dawnbench_fast.kernels.affine_act import affine_act_kernel
 from dawnbench_fast.kernels.augment import augment_kernel

@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+
 from dawnbench_fast.kernels.launches import interpreting
 
 

@@ -21,11 +21,11 @@ Model-level ops registered for ``--kernels triton``:
 from __future__ import annotations
 
 import torch
+
+from dawnbench_fast import dispatch
 from dawnbench_fast.kernels.autograd_fns import _BNAct, _compute_dtype, _ConvGroup, _nhwc
 from dawnbench_fast.kernels.custom_ops import augment_batch, gemm, gemm_axpby
 from dawnbench_fast.kernels.launches import interpreting
-
-from dawnbench_fast import dispatch
 from dawnbench_fast.optim.muon import ns_start
 
 

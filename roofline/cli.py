@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.cmd == "peaks":
             import torch
+
             from dawnbench_fast.roofline.cpu_peaks import cpu_peaks
 
             if args.threads:

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+
 from dawnbench_fast.csrc import build, sources
 
 ROOT = Path(__file__).resolve().parents[1]

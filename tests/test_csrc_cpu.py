@@ -9,8 +9,8 @@ import zlib
 import numpy as np
 import pytest
 import torch
-from dawnbench_fast.csrc import native, ops
 
+from dawnbench_fast.csrc import native, ops
 from dawnbench_fast.data import augment as A
 from dawnbench_fast.models.layers import BatchNorm, bn_act
 
@@ -266,9 +266,8 @@ def test_cifar_net_with_csrc_bn_act_matches_reference():
 
 
 def test_cpu_backend_registration_takes_the_measured_ops():
-    from dawnbench_fast.csrc import cpu_ops
-
     from dawnbench_fast import dispatch
+    from dawnbench_fast.csrc import cpu_ops
 
     assert cpu_ops.REASON is None
     assert dispatch._IMPLS[("bn_act", "cpu")] is ops.bn_act
@@ -301,8 +300,9 @@ def test_training_steps_with_csrc_ops_track_the_reference(monkeypatch):
 
 
 def test_profiler_sees_the_custom_ops_and_roofline_has_their_costs():
-    from dawnbench_fast.csrc import costs as csrc_costs
     from torch.profiler import ProfilerActivity, profile
+
+    from dawnbench_fast.csrc import costs as csrc_costs
 
     roofline_costs = pytest.importorskip("dawnbench_fast.roofline.costs")
     x = torch.randn(4, 8, 5, 5, requires_grad=True)

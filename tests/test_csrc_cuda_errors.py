@@ -12,9 +12,9 @@ import types
 import numpy as np
 import pytest
 import torch
-from dawnbench_fast.csrc import cupy_path, native, ops, sources
 
 from dawnbench_fast import dispatch
+from dawnbench_fast.csrc import cupy_path, native, ops, sources
 from dawnbench_fast.data import augment as A
 
 NO_CUDA = not torch.cuda.is_available()

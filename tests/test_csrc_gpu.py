@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from dawnbench_fast.csrc import cupy_path, ops
 
+from dawnbench_fast.csrc import cupy_path, ops
 from dawnbench_fast.data import augment as A
 from dawnbench_fast.models.layers import BatchNorm, bn_act
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from dawnbench_fast.roofline import capture
-from dawnbench_fast.roofline.peaks import GPU_TABLE
-from dawnbench_fast.roofline.report import build_report
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from dawnbench_fast.models.cifar_net import CifarNet, macs_per_image
+from dawnbench_fast.roofline import capture
+from dawnbench_fast.roofline.peaks import GPU_TABLE
+from dawnbench_fast.roofline.report import build_report
 
 PEAKS = GPU_TABLE["H100 SXM"]  # any fixed peaks: these tests check counts, not speed
 

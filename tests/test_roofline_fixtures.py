@@ -6,6 +6,7 @@ from __future__ import annotations
 import pathlib
 
 import pytest
+
 from dawnbench_fast.roofline.analysis import attribute
 from dawnbench_fast.roofline.costs import numel, register_cost, tensor_bytes
 from dawnbench_fast.roofline.ncu import NcuError, parse_ncu_csv

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from dawnbench_fast.roofline import cpu_peaks as cpu_peaks_mod
 from dawnbench_fast.roofline.peaks import (
     GPU_TABLE,

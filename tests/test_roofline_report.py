@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+
+from dawnbench_fast import roofline
 from dawnbench_fast.roofline.costs import register_cost
 from dawnbench_fast.roofline.outputs import write_report_set
 from dawnbench_fast.roofline.peaks import Peaks
 from dawnbench_fast.roofline.report import build_report
-
-from dawnbench_fast import roofline
 
 # Fixed made-up peaks so that these tests do not run the CPU microbenchmark.
 PEAKS = Peaks("test cpu", {"fp32": 100e9, "bf16": 400e9}, 50e9, "cpu",

@@ -5,8 +5,6 @@ cutout, normalisation, fp32/fp16/bf16 output (bf16: conversion only)."""
 import numpy as np
 import pytest
 import torch
-from dawnbench_fast.kernels import launch_counts
-from dawnbench_fast.kernels.launches import poisoned_outputs
 
 from dawnbench_fast import dispatch
 from dawnbench_fast.data.augment import (
@@ -15,6 +13,8 @@ from dawnbench_fast.data.augment import (
     normalisation,
     pad_reflect,
 )
+from dawnbench_fast.kernels import launch_counts
+from dawnbench_fast.kernels.launches import poisoned_outputs
 
 
 @pytest.mark.parametrize("cutout", [0, 12])

@@ -10,10 +10,10 @@ import zlib
 
 import pytest
 import torch
+
 from dawnbench_fast.kernels import custom_ops, launch_counts, ops
 from dawnbench_fast.kernels.bn_finalize import bn_finalize_reference
 from dawnbench_fast.kernels.launches import poisoned_outputs
-
 from dawnbench_fast.models.layers import ACTIVATIONS, BatchNorm
 from dawnbench_fast.models.layers import bn_act as bn_act_ref
 

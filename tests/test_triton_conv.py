@@ -14,11 +14,11 @@ import zlib
 
 import pytest
 import torch
+
 from dawnbench_fast.kernels import autograd_fns, custom_ops, launch_counts, ops
 from dawnbench_fast.kernels.conv3x3 import conv3x3_reference
 from dawnbench_fast.kernels.conv3x3_wgrad import conv3x3_wgrad_reference
 from dawnbench_fast.kernels.launches import poisoned_outputs
-
 from dawnbench_fast.models.layers import ConvGroup
 from dawnbench_fast.models.layers import conv_group as conv_group_ref
 

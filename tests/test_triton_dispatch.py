@@ -8,9 +8,9 @@ import sys
 
 import pytest
 import torch
-from dawnbench_fast.kernels import costs, custom_ops, ops
 
 from dawnbench_fast import dispatch
+from dawnbench_fast.kernels import costs, custom_ops, ops
 
 OPS = ["channel_stats", "bn_finalize", "affine_act", "bn_act_bwd_reduce", "bn_act_bwd_apply",
        "conv3x3_fwd", "conv3x3_pool_fwd", "conv3x3_wgrad", "gemm", "gemm_axpby", "augment"]

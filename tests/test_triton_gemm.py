@@ -7,10 +7,10 @@ import zlib
 
 import pytest
 import torch
-from dawnbench_fast.kernels import custom_ops, launch_counts
-from dawnbench_fast.kernels.launches import poisoned_outputs
 
 from dawnbench_fast import dispatch
+from dawnbench_fast.kernels import custom_ops, launch_counts
+from dawnbench_fast.kernels.launches import poisoned_outputs
 
 
 @pytest.fixture(autouse=True)

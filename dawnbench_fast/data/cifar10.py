@@ -163,8 +163,7 @@ def download(dest: Path, url: str = ARCHIVE_URL, timeout: float = 30.0) -> Path:
                     f.write(block)
         except OSError as e:
             raise DataError(
-                f"CIFAR-10 not found locally and the download from {url} failed ({e}); "
-                f"{FIX}, or pass --data-dir DIR"
+                f"CIFAR-10 not found locally and the download from {url} failed ({e}); {FIX}"
             ) from e
         if md5sum(archive) != ARCHIVE_MD5:
             raise DataError(f"{url}: downloaded archive has a wrong MD5; retry, or {FIX}")
