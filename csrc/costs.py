@@ -10,6 +10,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from dawnbench_fast.roofline.costs import register_costs
+
 ITEM_BYTES = {"float": 4, "c10::BFloat16": 2, "c10::Half": 2, "unsigned char": 1, "int": 4,
               "long int": 8, "long long int": 8}
 # FLOPs per element of each activation forward (its derivative: about twice).
@@ -77,15 +79,4 @@ COSTS = {
 }
 
 
-def register_all() -> bool:
-    """Register every formula with the roofline tool; False when it is absent."""
-    try:
-        from dawnbench_fast.roofline.costs import register_cost
-    except ImportError:
-        return False
-    for name, (fn, is_mm) in COSTS.items():
-        register_cost(name, fn, matmul=is_mm)
-    return True
-
-
-register_all()
+register_costs(COSTS)

@@ -13,6 +13,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from dawnbench_fast.roofline.costs import register_costs
+
 # Bytes per element for the profiler's dtype names (and torch's), fp32 default.
 _ITEM = {"float": 4, "c10::Half": 2, "c10::BFloat16": 2, "signed char": 1,
          "unsigned char": 1, "int": 4, "long int": 8, "bool": 1,
@@ -141,15 +143,4 @@ COSTS = {
 }
 
 
-def register_all() -> bool:
-    """Register every formula with the roofline tool; False if it is absent."""
-    try:
-        from dawnbench_fast.roofline.costs import register_cost
-    except ImportError:
-        return False
-    for name, (fn, is_mm) in COSTS.items():
-        register_cost(name, fn, matmul=is_mm)
-    return True
-
-
-register_all()
+register_costs(COSTS)

@@ -104,6 +104,12 @@ def register_cost(op_name: str, fn: CostFn, *, matmul: bool = False) -> CostFn:
     return fn
 
 
+def register_costs(table: dict[str, tuple[CostFn, bool]]) -> None:
+    """Register a module's formulas at once: ``{op_name: (fn, is_matmul)}``."""
+    for name, (fn, is_mm) in table.items():
+        register_cost(name, fn, matmul=is_mm)
+
+
 def mark_matmul(*op_names: str) -> None:
     """Put these ops' FLOPs into the matmul/conv subtotal."""
     _MATMUL_OPS.update(op_names)
