@@ -15,8 +15,8 @@ import torch
 
 from dawnbench_fast import dispatch
 from dawnbench_fast.csrc import cupy_path, native
+from dawnbench_fast.vocabulary import activation
 
-ACT_CODES = {"identity": 0, "relu": 1, "gelu": 2, "silu": 3}
 DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
 DTYPE_SUFFIX = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"}
 NVTX_DOMAIN = "dawnbench"
@@ -162,7 +162,7 @@ def bn_act_fwd(
     y = new_output(tuple(x.shape), x.dtype, x.device, bool(cl))
     stats = torch.empty(4 * c, device=x.device, dtype=torch.float32)
     wt, bs = weight.float().contiguous(), bias.float().contiguous()
-    a = ACT_CODES[act]
+    a = activation(act).code  # the template argument of the C++ kernels
     if training:
         rm = running_mean.float().clone() if running_mean is not None else None
         rv = running_var.float().clone() if running_var is not None else None
@@ -220,7 +220,7 @@ def bn_act_bwd(
     dx = new_output(tuple(x.shape), x.dtype, x.device, bool(cl))
     dweight = torch.empty(c, device=x.device, dtype=torch.float32)
     dbias = torch.empty(c, device=x.device, dtype=torch.float32)
-    a = ACT_CODES[act]
+    a = activation(act).code  # the template argument of the C++ kernels
     with nvtx.annotate("csrc_bn_act_bwd", domain=NVTX_DOMAIN):
         if x.device.type == "cpu":
             native.load().bn_act_backward(
@@ -269,8 +269,7 @@ bn_act_fwd.register_autograd(_bn_backward, setup_context=_bn_setup)
 def bn_act(x: torch.Tensor, bn: torch.nn.BatchNorm2d, act: str = "gelu") -> torch.Tensor:
     """Same contract as the reference ``models.layers.bn_act`` (module state
     updated the same way: running stats and num_batches_tracked)."""
-    if act not in ACT_CODES:
-        raise ValueError(f"bn_act: unknown activation {act!r}; choose one of {sorted(ACT_CODES)}")
+    activation(act)  # one-line ValueError for an unknown name, before any state changes
     use_batch = bn.training or not bn.track_running_stats
     momentum = bn.momentum
     rm, rv = bn.running_mean, bn.running_var

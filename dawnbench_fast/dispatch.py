@@ -1,25 +1,35 @@
-"""One switch for every trainer: ``--kernels {auto,torch,triton,cuda,cpu}``.
+"""One switch for every trainer: ``--kernels {auto,torch,triton,cuda,cpu}``,
+and the one catalogue of the ops it switches.
 
-Every custom op has a plain PyTorch reference (backend ``torch``) and may have
-implementations from other backends. Implementations register themselves here
-with :func:`register`; trainers resolve the user's choice once with
-:func:`resolve_backend` and then look ops up with :func:`get_op`.
+:data:`CATALOGUE` lists every op once: its name, its contract (one line) and
+its reference implementation, the plain PyTorch code that *is* backend
+``torch`` and the specification the tests compare every other backend with.
+Other backends register their implementations with :func:`register` from
+the op's module (``dawnbench_fast.kernels.<op>`` for Triton, csrc/ for the CUDA
+C++ kernels and their CPU build, models/conv_cpu.py); trainers resolve the
+user's choice once with :func:`resolve_backend`, look ops up with
+:func:`get_op`, and record :func:`op_table` in run.json.
 
 Rules (../shared/DESIGN.md):
-- ``torch``: the plain PyTorch reference ops.
+- ``torch``: the reference ops of the catalogue.
 - ``triton``: our Triton kernels (dawnbench_fast.kernels).
 - ``cuda``: our CUDA C++ kernels (built extension, else CuPy/NVRTC).
-- ``cpu``: our CPU kernels (numba, or the C++/OpenMP build of csrc/).
-- ``auto``: the fastest available and measured best on the device.
+- ``cpu``: our CPU kernels: the C++/OpenMP build of csrc/ (bn_act, augment)
+  and the shape-tuned oneDNN convolution (conv_group). Without the C++ build
+  ``--kernels cpu`` is an error, not numba and torch in its place.
+- ``auto``: the first backend of :data:`AUTO_ORDER` that can run here.
 Asking for a backend that cannot run here raises :class:`KernelsUnavailable`
 with a one-line message; there is never a silent fallback. An op that a chosen
-backend does not implement uses the reference, and :func:`op_table` reports
-which implementation each op got, so run.json records it.
+backend does not implement uses the reference, and :func:`op_table` says so.
+Registering the same (op, backend) twice is an error: which implementation
+serves is decided in one place, never by import order.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -31,23 +41,60 @@ class KernelsUnavailable(RuntimeError):
     """The requested ``--kernels`` backend cannot run on this machine."""
 
 
+@dataclass(frozen=True)
+class Op:
+    """One catalogued op: what every backend's implementation must do."""
+
+    name: str
+    contract: str  # one-line signature and semantics, shared by every backend
+    reference: str  # "<module>.<qualname>" of the plain PyTorch implementation (backend torch)
+
+
+CATALOGUE: dict[str, Op] = {
+    op.name: op
+    for op in (
+        Op("augment", "augment(padded u8 [N,H+2t,W+2t,C], indices, params: AugmentParams, scale[C], "
+           "shift[C], size=32) -> float32 [B,C,size,size] in channels_last memory: crop at (oy, ox), "
+           "flip, cutout, x = u8 * scale[c] + shift[c]",
+           "dawnbench_fast.data.augment.augment_torch"),
+        Op("conv_group", "conv_group(group: ConvGroup, x NCHW) -> act(bn2(conv2(act(bn1(pool2(conv1(x)))))))"
+           ", batch norms in training or eval per their .training, running stats updated",
+           "dawnbench_fast.models.layers.conv_group"),
+        Op("bn_act", "bn_act(x NCHW, bn: BatchNorm2d, act='gelu') -> act(bn(x)), training or eval per "
+           "bn.training, running stats updated", "dawnbench_fast.models.layers.bn_act"),
+        Op("linear", "linear(x [*, K], weight [N, K]) -> x @ weight.T (no bias; autocast-aware)",
+           "dawnbench_fast.models.layers.linear"),
+        Op("matmul", "matmul(a [M, K], b [K, N]) -> a @ b (2-D, any strides, a's dtype)",
+           "dawnbench_fast.newton_schulz.matmul"),
+        Op("newton_schulz", "newton_schulz(g [M, N], steps=3, eps=1e-7) -> bf16 [M, N] ~ U V^T of g's "
+           "SVD (Muon's quintic iteration)", "dawnbench_fast.newton_schulz.newton_schulz"),
+    )
+}
+
 # backend name -> probe(device) returning None when usable, else the reason
 _PROBES: dict[str, Callable[[torch.device], str | None]] = {}
-# (op, backend) -> implementation
+# (op, backend) -> implementation, for every backend but torch (the catalogue's references)
 _IMPLS: dict[tuple[str, str], Callable[..., Any]] = {}
-# backend -> modules to import so that they register (lazy: triton is heavy)
+# backend -> the modules that register its implementations and probe (imported
+# lazily: Triton and the C++ build are heavy). Each op is registered for a
+# backend by exactly one of them; :func:`register` enforces it.
 _PROVIDERS: dict[str, list[str]] = {
-    "torch": ["dawnbench_fast.models.layers", "dawnbench_fast.data.augment",
-              "dawnbench_fast.optim.muon"],
-    "cpu": ["dawnbench_fast.data.augment_cpu", "dawnbench_fast.models.conv_cpu",
-            "dawnbench_fast.csrc.cpu_ops"],
+    "torch": [],
+    "cpu": ["dawnbench_fast.csrc.cpu_ops", "dawnbench_fast.models.conv_cpu"],
     "triton": ["dawnbench_fast.kernels.ops"],
     "cuda": ["dawnbench_fast.csrc.ops"],
 }
-# What `auto` tries, best first, per device type. Only backends measured to be
-# at least as fast as the reference on that device type belong here
-# (docs/PERFORMANCE.md).
+# What `auto` tries, best first, per device type: only backends measured at
+# least as fast as the reference on that device type, op for op, belong here
+# (docs/PERFORMANCE.md). cpu: the csrc CPU build of bn_act and augment and the
+# shape-tuned conv beat torch on the 2-core EPYC ("CPU kernels of the training
+# step", "CUDA C++ kernels and their CPU build"). cuda: triton and cuda are
+# unmeasured on a GPU, so the reference.
 AUTO_ORDER: dict[str, list[str]] = {"cuda": ["torch"], "cpu": ["cpu", "torch"]}
+
+
+def _qualified(fn: Callable[..., Any]) -> str:
+    return f"{fn.__module__}.{fn.__qualname__}"
 
 
 def register_probe(backend: str, probe: Callable[[torch.device], str | None]) -> None:
@@ -56,9 +103,22 @@ def register_probe(backend: str, probe: Callable[[torch.device], str | None]) ->
 
 
 def register(op: str, backend: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator: ``@register("bn_act", "triton")`` makes fn the triton bn_act."""
+    """Decorator: ``@register("bn_act", "triton")`` makes fn the triton bn_act.
+
+    ``op`` must be catalogued, ``backend`` must not be ``torch`` (the
+    catalogue names the reference) and (op, backend) may be registered once;
+    re-importing the same module (same qualified name) is not a second one."""
+    if op not in CATALOGUE:
+        raise ValueError(f"register: op {op!r} is not in dispatch.CATALOGUE ({', '.join(CATALOGUE)})")
+    if backend not in KERNEL_CHOICES or backend in ("auto", "torch"):
+        raise ValueError(f"register: backend {backend!r} cannot register ops; the torch "
+                         "implementation is the catalogue's reference")
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        old = _IMPLS.get((op, backend))
+        if old is not None and _qualified(old) != _qualified(fn):
+            raise ValueError(f"register: {op!r} for backend {backend!r} is already {_qualified(old)}; "
+                             f"{_qualified(fn)} would replace it (choose one in dispatch._PROVIDERS)")
         _IMPLS[(op, backend)] = fn
         return fn
 
@@ -67,8 +127,6 @@ def register(op: str, backend: str) -> Callable[[Callable[..., Any]], Callable[.
 
 def _load_provider(backend: str) -> str | None:
     """Import the modules that register ``backend``; return why not, or None."""
-    import importlib
-
     for mod in _PROVIDERS.get(backend, []):
         try:
             importlib.import_module(mod)
@@ -89,11 +147,12 @@ def unavailable_reason(backend: str, device: torch.device) -> str | None:
     if reason is not None:
         return reason
     probe = _PROBES.get(backend)
-    return probe(device) if probe is not None else None
+    return probe(torch.device(device)) if probe is not None else None
 
 
 def resolve_backend(choice: str, device: torch.device | str) -> str:
-    """Turn the user's ``--kernels`` value into a concrete backend name.
+    """Turn the user's ``--kernels`` value into a concrete backend name
+    (``auto``: the first of ``AUTO_ORDER[device type]`` that can run here).
 
     Raises KernelsUnavailable (one line, names the flag and the fix) when the
     requested backend cannot run on ``device``.
@@ -112,20 +171,33 @@ def resolve_backend(choice: str, device: torch.device | str) -> str:
     return choice
 
 
+def reference(op: str) -> Callable[..., Any]:
+    """The catalogued PyTorch reference of ``op`` (the ``torch`` backend)."""
+    if op not in CATALOGUE:
+        raise KeyError(f"no op {op!r} in dispatch.CATALOGUE ({', '.join(CATALOGUE)})")
+    module, _, name = CATALOGUE[op].reference.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def _served(op: str, backend: str) -> tuple[str, Callable[..., Any]]:
+    if backend not in KERNEL_CHOICES or backend == "auto":
+        raise ValueError(f"backend {backend!r} is not concrete; resolve --kernels with resolve_backend first")
+    if backend != "torch" and (op, backend) not in _IMPLS:
+        _load_provider(backend)
+    fn = _IMPLS.get((op, backend))
+    return (backend, fn) if fn is not None else ("torch", reference(op))
+
+
 def get_op(op: str, backend: str) -> Callable[..., Any]:
     """The implementation of ``op`` for ``backend``, else the torch reference."""
-    _load_provider("torch")
-    if (op, backend) not in _IMPLS and backend != "torch":
-        _load_provider(backend)
-    fn = _IMPLS.get((op, backend)) or _IMPLS.get((op, "torch"))
-    if fn is None:
-        raise KeyError(f"no implementation of op {op!r} is registered")
-    return fn
+    return _served(op, backend)[1]
 
 
-def op_table(backend: str, ops: list[str]) -> dict[str, str]:
-    """Which backend actually serves each op (for run.json and reports)."""
-    _load_provider("torch")
-    if backend != "torch":
-        _load_provider(backend)
-    return {op: backend if (op, backend) in _IMPLS else "torch" for op in ops}
+def op_table(backend: str, ops: list[str] | None = None) -> dict[str, dict[str, str]]:
+    """For run.json and reports: ``{op: {"backend": <backend that serves it>,
+    "impl": "<module>.<qualname>"}}`` for every catalogued op (or ``ops``)."""
+    table = {}
+    for op in ops if ops is not None else list(CATALOGUE):
+        served, fn = _served(op, backend)
+        table[op] = {"backend": served, "impl": _qualified(fn)}
+    return table

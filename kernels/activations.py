@@ -1,7 +1,8 @@
 """Activation functions and their derivatives as Triton device functions.
 
-``ACT`` codes are constexpr integers so that each activation compiles to its
-own specialised kernel. All math is fp32.
+``ACT`` codes are constexpr integers (``vocabulary.Activation.code``, shared
+with the CUDA C++ kernels) so that each activation compiles to its own
+specialised kernel. All math is fp32.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-ACT_CODES = {"identity": 0, "relu": 1, "gelu": 2, "silu": 3}
+from dawnbench_fast.vocabulary import activation
 
 # Globals read inside @triton.jit functions must be constexpr.
 _INV_SQRT2 = tl.constexpr(0.7071067811865476)
@@ -18,9 +19,7 @@ _INV_SQRT_2PI = tl.constexpr(0.3989422804014327)
 
 def act_code(act: str) -> int:
     """Integer code of an activation name; one-line error for unknown names."""
-    if act not in ACT_CODES:
-        raise ValueError(f"activation {act!r} has no Triton kernel; choose one of {sorted(ACT_CODES)}")
-    return ACT_CODES[act]
+    return activation(act).code
 
 
 @triton.jit

@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 from dawnbench_fast.kernels.activations import apply_act
-from dawnbench_fast.models.layers import ACTIVATIONS
+from dawnbench_fast.vocabulary import activation
 
 
 @triton.jit
@@ -35,4 +35,4 @@ def affine_act_reference(
     x2d: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor, act: str
 ) -> torch.Tensor:
     """Reference in fp32, cast back to the input dtype."""
-    return ACTIVATIONS[act](x2d.float() * scale + shift).to(x2d.dtype)
+    return activation(act).fn(x2d.float() * scale + shift).to(x2d.dtype)

@@ -19,6 +19,7 @@ import triton
 import triton.language as tl
 
 from dawnbench_fast.kernels.activations import act_grad
+from dawnbench_fast.vocabulary import activation
 
 
 @triton.jit
@@ -86,11 +87,9 @@ def bn_act_backward_reference(
     a: torch.Tensor, b: torch.Tensor, act: str,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Reference (R x C, no pool): returns dx, sum(g), sum(g*x)."""
-    from dawnbench_fast.models.layers import ACTIVATIONS
-
     xf = x.float()
     u = (xf * scale + shift).detach().requires_grad_(True)
     with torch.enable_grad():
-        (g,) = torch.autograd.grad(ACTIVATIONS[act](u), u, dy.float())
+        (g,) = torch.autograd.grad(activation(act).fn(u), u, dy.float())
     dx = g * scale + a + b * xf
     return dx.to(x.dtype), g.sum(0), (g * xf).sum(0)

@@ -26,7 +26,7 @@ import triton
 import triton.language as tl
 
 from dawnbench_fast.kernels.activations import apply_act
-from dawnbench_fast.models.layers import ACTIVATIONS
+from dawnbench_fast.vocabulary import activation
 
 
 @triton.jit
@@ -123,6 +123,6 @@ def conv3x3_reference(
     with zero padding, optional floor-mode 2x2 max-pool. Returns NCHW."""
     x = x_nchw.float()
     if scale is not None:
-        x = ACTIVATIONS[act](x * scale[:, None, None] + shift[:, None, None])
+        x = activation(act).fn(x * scale[:, None, None] + shift[:, None, None])
     y = F.conv2d(x, weight.float(), padding=1)
     return F.max_pool2d(y, 2) if pool else y

@@ -7,7 +7,8 @@ size, the batch it lands in, or the number of processes. The same function
 gives the parameters to every backend; backends only differ in how they
 gather, crop, flip and normalise.
 
-The ``augment`` op (registered here for backend ``torch``, on any device) has
+The ``augment`` op (this module's ``augment_torch`` is its reference, backend
+``torch`` on any device, in dispatch.CATALOGUE) has
 the signature ``augment(padded, indices, params, scale, shift) -> Tensor``:
 ``padded`` is the reflect-padded uint8 NHWC dataset, the result is a float32
 (N, 3, 32, 32) batch in channels_last memory, ``x = u8 * scale[c] + shift[c]``.
@@ -19,8 +20,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-
-from dawnbench_fast.dispatch import register
 
 _M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -106,7 +105,6 @@ def pad_reflect(images: np.ndarray, pad: int) -> np.ndarray:
     return np.pad(images, ((0, 0), (pad, pad), (pad, pad), (0, 0)), mode="reflect")
 
 
-@register("augment", "torch")
 def augment_torch(
     padded: torch.Tensor,
     indices: torch.Tensor,

@@ -1,5 +1,11 @@
-"""The ``cpu`` backend's augmentation: one numba-compiled parallel pass from the
-padded uint8 dataset to a normalised float32 channels_last batch.
+"""A numba augmentation: one compiled parallel pass from the padded uint8
+dataset to a normalised float32 channels_last batch.
+
+Not the ``cpu`` backend's ``augment``: the C++/OpenMP build of csrc/ was
+measured faster (docs/PERFORMANCE.md, "CUDA C++ kernels and their CPU build")
+and serves it (csrc/cpu_ops.py). This one stays as a second, independent CPU
+implementation that tests/ops/test_augment.py checks against the reference and
+benchmarks/bench_csrc_cpu.py times; it is registered with dispatch nowhere.
 
 Bit-identical to the ``torch`` reference (same float32 multiply then add, no
 fastmath). Parameters come from :func:`dawnbench_fast.data.augment.augment_params`.
@@ -12,7 +18,6 @@ import numpy as np
 import torch
 
 from dawnbench_fast.data.augment import AugmentParams
-from dawnbench_fast.dispatch import register
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
@@ -34,7 +39,6 @@ def _augment_kernel(padded, indices, ox, oy, flip, cut_x, cut_y, cutout, scale, 
                         out[b, y, x, c] = v + shift[c]
 
 
-@register("augment", "cpu")
 def augment_cpu(
     padded: torch.Tensor,
     indices: torch.Tensor,

@@ -12,7 +12,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from dawnbench_fast import dispatch
-from dawnbench_fast.models.layers import ACTIVATIONS, ConvGroup, linear
+from dawnbench_fast.models.layers import ConvGroup, linear
+from dawnbench_fast.vocabulary import activation
 
 
 class CifarNet(nn.Module):
@@ -71,7 +72,7 @@ class CifarNet(nn.Module):
     def forward(self, x: torch.Tensor, whiten_bias_grad: bool = True) -> torch.Tensor:
         b = self.whiten.bias if whiten_bias_grad else self.whiten.bias.detach()
         x = F.conv2d(x, self.whiten.weight, b)
-        x = ACTIVATIONS[self.act](x)
+        x = activation(self.act).fn(x)
         for g in self.groups:
             x = g(x)
         x = F.max_pool2d(x, x.shape[-1])  # 3x3 -> 1x1 at 32 px input
@@ -139,7 +140,7 @@ class FoldedCifarNet(nn.Module):
         self.eval().requires_grad_(False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        act = ACTIVATIONS[self.act]
+        act = activation(self.act).fn
         x = act(self.whiten(x))
         for i in range(0, len(self.convs), 2):
             x = act(F.max_pool2d(self.convs[i](x), 2))

@@ -22,11 +22,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-from dawnbench_fast.dispatch import register, register_probe
+from dawnbench_fast.dispatch import register
 from dawnbench_fast.models.layers import ConvGroup, bn_act
-
-register_probe("cpu", lambda d: None if d.type == "cpu" else
-               f"the cpu kernels run on the CPU, not on {d}; use --device cpu")
 
 WGRAD_METHODS = ("aten", "fp32", "im2col")
 # (x shape, w shape, dtype) -> chosen method; filled by timing on first use.

@@ -1,5 +1,6 @@
-"""Reference (plain PyTorch) layers of the CIFAR net, registered as the
-``torch`` implementations of the ops ``bn_act`` and ``conv_group``.
+"""Reference (plain PyTorch) layers of the CIFAR net: the ``torch``
+implementations of the ops ``linear``, ``bn_act`` and ``conv_group``
+(named by dawnbench_fast.dispatch.CATALOGUE).
 
 Other backends (Triton, CUDA, CPU) register their own implementations of the
 same op names with the same signatures; the model looks them up once through
@@ -12,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dawnbench_fast.dispatch import register
+from dawnbench_fast.vocabulary import activation
 
 
 class BatchNorm(nn.BatchNorm2d):
@@ -41,19 +42,14 @@ class Conv(nn.Conv2d):
         torch.nn.init.dirac_(w[: w.size(1)])
 
 
-ACTIVATIONS = {"gelu": F.gelu, "relu": F.relu, "silu": F.silu}
-
-
-@register("linear", "torch")
 def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """x @ weight.T without bias (the CIFAR head)."""
     return F.linear(x, weight)
 
 
-@register("bn_act", "torch")
 def bn_act(x: torch.Tensor, bn: BatchNorm, act: str = "gelu") -> torch.Tensor:
     """Batch norm (training or eval per ``bn.training``) followed by ``act``."""
-    return ACTIVATIONS[act](bn(x))
+    return activation(act).fn(bn(x))
 
 
 class ConvGroup(nn.Module):
@@ -73,7 +69,6 @@ class ConvGroup(nn.Module):
         return self.impl(self, x)
 
 
-@register("conv_group", "torch")
 def conv_group(group: ConvGroup, x: torch.Tensor) -> torch.Tensor:
     """Reference forward of a :class:`ConvGroup`, built on the ``bn_act`` op
     that the group's backend chose (``group.bn_act``, default reference)."""

@@ -12,33 +12,11 @@ from collections.abc import Callable, Iterable
 
 import torch
 
-from dawnbench_fast.dispatch import register
+# The iteration and its shared start live at the op floor (newton_schulz.py),
+# where the Triton kernels read them too; re-exported for existing callers.
+from dawnbench_fast.newton_schulz import NS_COEFFS, newton_schulz, ns_start
 
-# Quintic Newton-Schulz coefficients: pushes singular values of a normalised
-# matrix towards 1 in few iterations (tuned for speed, not exact convergence).
-NS_COEFFS = (3.4445, -4.7750, 2.0315)
-
-
-def ns_start(g: torch.Tensor, eps: float = 1e-7) -> tuple[torch.Tensor, bool]:
-    """Newton-Schulz's starting point, shared by every backend: bf16, spectral
-    norm <= 1 (Frobenius-normalised), in the wide orientation so that X X^T is
-    the small Gram matrix. Returns (X, whether it was transposed)."""
-    x = g.bfloat16()
-    x = x / (x.norm() + eps)
-    transposed = x.size(0) > x.size(1)
-    return (x.T if transposed else x), transposed
-
-
-@register("newton_schulz", "torch")
-def newton_schulz(g: torch.Tensor, steps: int = 3, eps: float = 1e-7) -> torch.Tensor:
-    """Approximately orthogonalise a 2-D matrix (U V^T of its SVD), in bf16."""
-    a, b, c = NS_COEFFS
-    x, transposed = ns_start(g, eps)
-    for _ in range(steps):
-        gram = x @ x.T
-        poly = b * gram + c * (gram @ gram)
-        x = a * x + poly @ x
-    return x.T if transposed else x
+__all__ = ["NS_COEFFS", "Muon", "newton_schulz", "ns_start"]
 
 
 class Muon(torch.optim.Optimizer):

@@ -1,0 +1,93 @@
+"""The op catalogue and the rules of ``--kernels`` (dawnbench_fast.dispatch):
+one catalogue, one registration per (op, backend), op_table's shape, ``auto``,
+and ``--kernels cpu`` refusing to run without our C++ build."""
+
+import importlib
+
+import pytest
+import torch
+
+from dawnbench_fast import dispatch
+from dawnbench_fast.csrc import native
+
+
+def test_every_catalogued_op_has_a_contract_and_a_reference():
+    assert list(dispatch.CATALOGUE) == ["augment", "conv_group", "bn_act", "linear", "matmul",
+                                        "newton_schulz"]
+    for name, op in dispatch.CATALOGUE.items():
+        assert op.name == name and "\n" not in op.contract and op.contract.startswith(name + "(")
+        fn = dispatch.reference(name)
+        assert callable(fn) and f"{fn.__module__}.{fn.__qualname__}" == op.reference
+
+
+def test_op_table_names_backend_and_module_of_every_op():
+    table = dispatch.op_table("torch")
+    assert list(table) == list(dispatch.CATALOGUE)
+    assert all(v == {"backend": "torch", "impl": dispatch.CATALOGUE[k].reference} for k, v in table.items())
+    assert dispatch.op_table("torch", ["bn_act"]) == {"bn_act": table["bn_act"]}
+    with pytest.raises(ValueError, match="resolve_backend"):
+        dispatch.op_table("auto")
+
+
+def test_cpu_backend_serves_what_was_measured_faster():
+    table = dispatch.op_table("cpu")
+    assert table["augment"] == {"backend": "cpu", "impl": "dawnbench_fast.csrc.ops.augment"}
+    assert table["bn_act"] == {"backend": "cpu", "impl": "dawnbench_fast.csrc.ops.bn_act"}
+    assert table["conv_group"] == {"backend": "cpu",
+                                   "impl": "dawnbench_fast.models.conv_cpu.conv_group_cpu"}
+    assert table["linear"]["backend"] == table["newton_schulz"]["backend"] == "torch"
+
+
+def test_second_registration_of_an_op_is_an_error(monkeypatch):
+    monkeypatch.setattr(dispatch, "_IMPLS", {})
+
+    def first(x):
+        return x
+
+    def second(x):
+        return x
+
+    dispatch.register("linear", "cuda")(first)
+    dispatch.register("linear", "cuda")(first)  # the same function again (a re-import) is not a second
+    with pytest.raises(ValueError, match="already .*first"):
+        dispatch.register("linear", "cuda")(second)
+    with pytest.raises(ValueError, match="not in dispatch.CATALOGUE"):
+        dispatch.register("no_such_op", "cuda")
+    with pytest.raises(ValueError, match="reference"):
+        dispatch.register("linear", "torch")
+
+
+def test_reimporting_a_provider_registers_nothing_twice():
+    importlib.reload(importlib.import_module("dawnbench_fast.csrc.cpu_ops"))
+    assert dispatch.op_table("cpu")["augment"]["impl"] == "dawnbench_fast.csrc.ops.augment"
+
+
+def test_cpu_without_the_cpp_build_is_a_one_line_error(monkeypatch):
+    dispatch.op_table("cpu")  # providers imported
+    missing = ("dawnbench_fast._C is not installed and building it failed (no compiler); "
+               "install a C++ compiler and pybind11, then `pip install -e .`")
+    monkeypatch.setattr(native, "unavailable_reason", lambda: missing)
+    with pytest.raises(dispatch.KernelsUnavailable) as e:
+        dispatch.resolve_backend("cpu", "cpu")
+    msg = str(e.value)
+    assert len(msg.splitlines()) == 1 and msg.startswith("--kernels cpu: dawnbench_fast._C")
+    assert "pip install -e ." in msg and "--kernels torch" in msg
+    # auto skips it: the reference, and op_table says so
+    assert dispatch.resolve_backend("auto", "cpu") == "torch"
+    assert {v["backend"] for v in dispatch.op_table("torch").values()} == {"torch"}
+
+
+def test_cpu_kernels_refuse_a_cuda_device():
+    assert "run on the CPU" in dispatch.unavailable_reason("cpu", torch.device("cuda"))
+
+
+def test_auto_takes_the_first_available_of_the_measured_order():
+    assert dispatch.AUTO_ORDER["cpu"] == ["cpu", "torch"]
+    assert dispatch.resolve_backend("auto", "cpu") == "cpu"
+    if not torch.cuda.is_available():
+        assert dispatch.resolve_backend("auto", "cuda") == "torch"
+
+
+def test_unknown_backend_is_a_one_line_error():
+    with pytest.raises(dispatch.KernelsUnavailable, match=r"^--kernels fast: unknown kernels backend"):
+        dispatch.resolve_backend("fast", "cpu")
