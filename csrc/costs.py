@@ -1,8 +1,13 @@
 """FLOP and minimal-byte formulas of the ``dawnbench::csrc_*`` custom ops for
 the roofline tool (its conventions: FLOP = 2 x MAC; bytes = every tensor input
 read once + every output written once; arguments as the profiler records
-them, ``[]`` for non-tensors). Registered at import when the roofline package
-is present."""
+them, ``[]`` for non-tensors). Dtype sizes and activation FLOPs come from
+``dawnbench_fast.vocabulary``.
+
+This module is data: it imports neither the extension nor the roofline. The
+roofline finds ``COSTS`` through the ``dawnbench_fast.costs`` entry point
+(pyproject.toml); csrc/ops.py hands it to
+``roofline.registry.register_flop_formulas`` for FlopCounterMode."""
 
 from __future__ import annotations
 
@@ -10,12 +15,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from dawnbench_fast.roofline.costs import register_costs
-
-ITEM_BYTES = {"float": 4, "c10::BFloat16": 2, "c10::Half": 2, "unsigned char": 1, "int": 4,
-              "long int": 8, "long long int": 8}
-# FLOPs per element of each activation forward (its derivative: about twice).
-ACT_FLOPS = {"identity": 0, "relu": 1, "gelu": 8, "silu": 4}
+from dawnbench_fast.vocabulary import ACTIVATIONS, Activation, itemsize
 
 
 def _numel(shape: Sequence[int]) -> int:
@@ -23,31 +23,34 @@ def _numel(shape: Sequence[int]) -> int:
 
 
 def _nbytes(shape: Sequence[int], dtype: Any) -> int:
-    return _numel(shape) * ITEM_BYTES.get(str(dtype), 4)
+    return _numel(shape) * itemsize(dtype)
 
 
-def _act(concrete: Sequence[Any] | None, i: int) -> int:
+def _activation(concrete: Sequence[Any] | None, i: int) -> Activation:
+    """The activation named by argument ``i``; GELU when the trace does not say
+    (the profiler records no str argument)."""
     if concrete and len(concrete) > i:
         name = str(concrete[i]).strip("'\"")
-        if name in ACT_FLOPS:
-            return ACT_FLOPS[name]
-    return ACT_FLOPS["gelu"]
+        if name in ACTIVATIONS:
+            return ACTIVATIONS[name]
+    return ACTIVATIONS["gelu"]
 
 
 def bn_act_fwd_cost(shapes, dtypes, concrete=None):
     """Statistics (3 FLOPs/element), normalise (2), activation."""
     x = shapes[0]
     n, c = _numel(x), (x[1] if len(x) > 1 else 1)
-    flops = (3 + 2 + _act(concrete, 8)) * n
+    flops = (3 + 2 + _activation(concrete, 8).flops) * n
     nbytes = 2 * _nbytes(x, dtypes[0]) + (2 + 4) * 4 * c  # x, y; w, b; stats + running
     return flops, nbytes
 
 
 def bn_act_bwd_cost(shapes, dtypes, concrete=None):
-    """Recompute z (2), act' (2x act), g (1), two sums (3), dx (4)."""
+    """Recompute z, two sums, dx: 10 FLOPs; g = dy * act'(z): the vocabulary's
+    grad_flops (as aten's *_backward ops count it)."""
     x = shapes[0]
     n, c = _numel(x), (x[1] if len(x) > 1 else 1)
-    flops = (10 + 2 * _act(concrete, 4)) * n
+    flops = (10 + _activation(concrete, 4).grad_flops) * n
     nbytes = 3 * _nbytes(x, dtypes[0]) + 7 * 4 * c  # x, dy, dx; stats, dw, db
     return flops, nbytes
 
@@ -78,5 +81,3 @@ COSTS = {
     "dawnbench::csrc_gemm_mma": (gemm_mma_cost, True),
 }
 
-
-register_costs(COSTS)

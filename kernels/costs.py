@@ -2,9 +2,14 @@
 roofline's convention (FLOP = 2 x MAC; bytes = each input read once + each
 output written once). Arguments arrive as the profiler records them: one
 entry per argument, ``[]`` for non-tensors; dtype names as in
-``dawnbench_fast.roofline.costs.DTYPE_BYTES``.
+``dawnbench_fast.vocabulary.DTYPE_BYTES``; activations counted as the
+vocabulary counts them (the same as aten's ops in the roofline).
 
-The benchmarks use the same formulas for their GB/s and TFLOP/s figures.
+This module is data: it imports neither Triton nor the roofline. The roofline
+finds ``COSTS`` through the ``dawnbench_fast.costs`` entry point
+(pyproject.toml); the module defining the ops hands it to
+``roofline.registry.register_flop_formulas`` for FlopCounterMode. The
+benchmarks use the same formulas for their GB/s and TFLOP/s figures.
 """
 
 from __future__ import annotations
@@ -13,16 +18,11 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from dawnbench_fast.roofline.costs import register_costs
+from dawnbench_fast.vocabulary import ACTIVATIONS, Activation, itemsize
 
-# Bytes per element for the profiler's dtype names (and torch's), fp32 default.
-_ITEM = {"float": 4, "c10::Half": 2, "c10::BFloat16": 2, "signed char": 1,
-         "unsigned char": 1, "int": 4, "long int": 8, "bool": 1,
-         "torch.float32": 4, "torch.float16": 2, "torch.bfloat16": 2, "torch.int8": 1,
-         "torch.uint8": 1, "torch.int32": 4, "torch.int64": 8, "torch.bool": 1}
-
-# FLOPs per element of each activation (forward; the derivative costs about 2x).
-ACT_FLOPS = {"identity": 0, "relu": 1, "gelu": 8, "silu": 4}
+# The activation a formula assumes when the trace does not say: the profiler
+# records no str argument, and GELU is the net's default.
+_DEFAULT_ACT = ACTIVATIONS["gelu"]
 
 
 def _n(shape: Sequence[int]) -> int:
@@ -30,16 +30,25 @@ def _n(shape: Sequence[int]) -> int:
 
 
 def _b(shape: Sequence[int], dtype: Any) -> int:
-    return _n(shape) * _ITEM.get(str(dtype), 4)
+    return _n(shape) * itemsize(dtype)
+
+
+def _activation(concrete: Sequence[str] | None, i: int) -> Activation:
+    if concrete and len(concrete) > i:
+        name = str(concrete[i]).strip("'\"")
+        if name in ACTIVATIONS:
+            return ACTIVATIONS[name]
+    return _DEFAULT_ACT
 
 
 def _act(concrete: Sequence[str] | None, i: int) -> int:
-    """Activation FLOPs from the recorded string argument, GELU when unknown."""
-    if concrete and len(concrete) > i:
-        name = str(concrete[i]).strip("'\"")
-        if name in ACT_FLOPS:
-            return ACT_FLOPS[name]
-    return ACT_FLOPS["gelu"]
+    """Forward FLOPs per element of the activation named by argument ``i``."""
+    return _activation(concrete, i).flops
+
+
+def _act_grad(concrete: Sequence[str] | None, i: int) -> int:
+    """FLOPs per element of grad * activation'(z), as aten's *_backward ops count."""
+    return _activation(concrete, i).grad_flops
 
 
 def channel_stats_cost(shapes, dtypes):
@@ -60,7 +69,7 @@ def affine_act_cost(shapes, dtypes, concrete=None):
 
 def bn_act_bwd_reduce_cost(shapes, dtypes, concrete=None):
     x = shapes[1]
-    return (5 + 2 * _act(concrete, 4)) * _n(x), 2 * _b(x, dtypes[1]) + 4 * 4 * x[-1]
+    return (5 + _act_grad(concrete, 4)) * _n(x), 2 * _b(x, dtypes[1]) + 4 * 4 * x[-1]
 
 
 def bn_act_bwd_apply_cost(shapes, dtypes, concrete=None):
@@ -68,7 +77,7 @@ def bn_act_bwd_apply_cost(shapes, dtypes, concrete=None):
     pooled = _n(idx) > 0
     out = 4 * _b(x, dtypes[1]) if pooled else _b(x, dtypes[1])
     nbytes = 2 * _b(x, dtypes[1]) + (_n(idx) if pooled else 0) + out + 4 * 4 * x[-1]
-    return (6 + 2 * _act(concrete, 8)) * _n(x), nbytes
+    return (6 + _act_grad(concrete, 8)) * _n(x), nbytes
 
 
 def _conv_cost(shapes, dtypes, pool: bool):
@@ -79,9 +88,9 @@ def _conv_cost(shapes, dtypes, pool: bool):
         h, wd = 2 * (h // 2), 2 * (wd // 2)  # conv outputs a floor-mode pool keeps
     flops = 2 * n * h * wd * cin * cout * 9
     if _n(shapes[2]) > 0:  # prologue: scale, shift, activation per input element
-        flops += (2 + ACT_FLOPS["gelu"]) * _n(x)
+        flops += (2 + _DEFAULT_ACT.flops) * _n(x)
     out = n * h * wd * cout // (4 if pool else 1)
-    item = _ITEM.get(str(dtypes[0]), 4)
+    item = itemsize(dtypes[0])
     nbytes = _b(x, dtypes[0]) + _b(w, dtypes[1]) + out * item + (out if pool else 0)
     nbytes += 2 * 4 * (_n(shapes[2]) + cout)
     return flops, nbytes
@@ -101,20 +110,20 @@ def conv3x3_wgrad_cost(shapes, dtypes):
     cout = dy[-1]
     flops = 2 * n * h * w * cin * cout * 9
     if _n(shapes[2]) > 0:  # prologue recomputed for each of the 9 taps' loads
-        flops += 9 * (2 + ACT_FLOPS["gelu"]) * _n(x)
+        flops += 9 * (2 + _DEFAULT_ACT.flops) * _n(x)
     nbytes = _b(x, dtypes[0]) + _b(dy, dtypes[1]) + 9 * cin * cout * 4 + 2 * 4 * _n(shapes[2])
     return flops, nbytes
 
 
 def gemm_cost(shapes, dtypes):
     (m, k), (_, n) = shapes[0], shapes[1]
-    item = _ITEM.get(str(dtypes[0]), 4)
+    item = itemsize(dtypes[0])
     return 2 * m * n * k, (m * k + k * n + m * n) * item
 
 
 def gemm_axpby_cost(shapes, dtypes):
     (m, k), (_, n) = shapes[0], shapes[1]
-    item = _ITEM.get(str(dtypes[0]), 4)
+    item = itemsize(dtypes[0])
     return 2 * m * n * k + 3 * m * n, (m * k + k * n + 2 * m * n) * item
 
 
@@ -142,5 +151,3 @@ COSTS = {
     "dawnbench::augment": (augment_cost, False),
 }
 
-
-register_costs(COSTS)

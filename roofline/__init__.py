@@ -8,13 +8,14 @@ GPU table or this CPU's microbenchmark. See docs/ROOFLINE.md.
 
 - ``capture()`` / ``profile_training(...)``: the live API (:mod:`live`)
 - ``build_report(trace, ...)``: count a saved trace (:mod:`report`)
-- ``costs.register_cost(op, fn)``: formulas for custom ops (:mod:`costs`)
+- ``registry.register_cost(op, fn)``, ``registry.register_flop_formulas(table)``:
+  formulas for custom ops (:mod:`registry`)
 """
 
 from __future__ import annotations
 
-from dawnbench_fast.roofline.costs import count, register_cost
 from dawnbench_fast.roofline.live import Capture, capture, profile_training
+from dawnbench_fast.roofline.registry import count, register_cost
 from dawnbench_fast.roofline.report import Report, build_report
 
 __all__ = ["Capture", "Report", "build_report", "capture", "count", "profile_training",

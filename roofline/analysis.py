@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from dawnbench_fast.roofline import costs
+from dawnbench_fast.roofline import registry
 from dawnbench_fast.roofline.cost_memory import DESCEND_IF_PARENT
 from dawnbench_fast.roofline.trace import Kernel, Op, Trace
 
@@ -99,12 +99,12 @@ def attribute(trace: Trace) -> Attribution:
     owner: dict[int, Unit] = {}  # id(op) -> unit that owns it
 
     def visit(op: Op) -> None:
-        if costs.has_cost(op.name) and not op.annotation:
+        if registry.has_cost(op.name) and not op.annotation:
             open_up = bool(op.children) and (
                 op.name in DESCEND_IF_PARENT or _has_same_name_descendant(op)
             )
             if not open_up:
-                result = costs.count_split(op.name, op.shapes, op.dtypes, op.concrete)
+                result = registry.count_split(op.name, op.shapes, op.dtypes, op.concrete)
                 if result is not None:
                     unit = Unit(op, True, result[0], result[1], op.dur, result[2])
                     units.append(unit)

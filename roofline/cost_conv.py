@@ -8,16 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dawnbench_fast.roofline.costs import (
-    cost,
-    is_tensor,
-    itemsize,
-    mark_matmul,
-    numel,
-    parse_int,
-    parse_list,
-    tensor_bytes,
-)
+from dawnbench_fast.roofline.cost_table import CostTable
+from dawnbench_fast.roofline.trace_args import is_tensor, itemsize, numel, parse_int, parse_list, tensor_bytes
+
+COSTS = CostTable()  # registered by roofline.registry
 
 
 def conv_out_spatial(
@@ -81,14 +75,14 @@ def _lists(conc: list, *idx: int) -> list[list | None]:
     return [parse_list(conc[i]) if i < len(conc) else None for i in idx]
 
 
-@cost("aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::_convolution_mode")
+@COSTS.cost("aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::_convolution_mode")
 def conv_nd(shapes: list, dtypes: list, conc: list) -> tuple[float, float] | None:
     # (input, weight, bias, stride, padding, dilation, groups)
     stride, padding, dilation = _lists(conc, 3, 4, 5)
     return _forward(shapes, dtypes, stride, padding, dilation)
 
 
-@cost("aten::convolution", "aten::_convolution", "aten::convolution_overrideable")
+@COSTS.cost("aten::convolution", "aten::_convolution", "aten::convolution_overrideable")
 def convolution(shapes: list, dtypes: list, conc: list) -> tuple[float, float] | None:
     # (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, ...)
     stride, padding, dilation, output_padding = _lists(conc, 3, 4, 5, 7)
@@ -97,7 +91,7 @@ def convolution(shapes: list, dtypes: list, conc: list) -> tuple[float, float] |
     return _forward(shapes, dtypes, stride, padding, dilation, transposed, output_padding, groups)
 
 
-@cost("aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d")
+@COSTS.cost("aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d")
 def conv_transpose(shapes: list, dtypes: list, conc: list) -> tuple[float, float] | None:
     # (input, weight, bias, stride, padding, output_padding, groups, dilation)
     stride, padding, output_padding, dilation = _lists(conc, 3, 4, 5, 7)
@@ -105,14 +99,14 @@ def conv_transpose(shapes: list, dtypes: list, conc: list) -> tuple[float, float
     return _forward(shapes, dtypes, stride, padding, dilation, True, output_padding, groups)
 
 
-@cost("aten::mkldnn_convolution")
+@COSTS.cost("aten::mkldnn_convolution")
 def mkldnn_convolution(shapes: list, dtypes: list, conc: list) -> tuple[float, float] | None:
     # (input, weight, bias, padding, stride, dilation, groups): padding first
     padding, stride, dilation = _lists(conc, 3, 4, 5)
     return _forward(shapes, dtypes, stride, padding, dilation)
 
 
-@cost("aten::cudnn_convolution", "aten::miopen_convolution", "aten::_slow_conv2d_forward",
+@COSTS.cost("aten::cudnn_convolution", "aten::miopen_convolution", "aten::_slow_conv2d_forward",
       "aten::thnn_conv2d", "aten::_nnpack_spatial_convolution")
 def conv_backend(shapes: list, dtypes: list, conc: list) -> tuple[float, float] | None:
     # cudnn_convolution(input, weight, padding, stride, dilation, groups, ...);
@@ -123,7 +117,7 @@ def conv_backend(shapes: list, dtypes: list, conc: list) -> tuple[float, float] 
     return _forward(shapes, dtypes, stride, padding, dilation)
 
 
-@cost("aten::convolution_backward", "aten::convolution_backward_overrideable")
+@COSTS.cost("aten::convolution_backward", "aten::convolution_backward_overrideable")
 def convolution_backward(shapes: list, dtypes: list, conc: list) -> tuple | None:
     # (grad_output, input, weight, bias_sizes, stride, padding, dilation,
     #  transposed, output_padding, groups, output_mask)
@@ -153,7 +147,7 @@ def convolution_backward(shapes: list, dtypes: list, conc: list) -> tuple | None
 
 
 # These ops' FLOPs form the "matmul/conv" subtotal of a report.
-mark_matmul(
+COSTS.mark_matmul(
     "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::_convolution_mode",
     "aten::convolution", "aten::_convolution", "aten::convolution_overrideable",
     "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d",

@@ -5,21 +5,17 @@ bytes are."""
 
 from __future__ import annotations
 
-from dawnbench_fast.roofline.costs import (
-    broadcast,
-    cost,
-    is_tensor,
-    mark_matmul,
-    numel,
-    tensor_bytes,
-)
+from dawnbench_fast.roofline.cost_table import CostTable
+from dawnbench_fast.roofline.trace_args import broadcast, is_tensor, numel, tensor_bytes
+
+COSTS = CostTable()  # registered by roofline.registry
 
 
 def _out_bytes(shape: list[int], dtype: str) -> int:
     return tensor_bytes(shape, dtype)
 
 
-@cost("aten::mm", "aten::_mm", "aten::mkldnn_mm")
+@COSTS.cost("aten::mm", "aten::_mm", "aten::mkldnn_mm")
 def mm(shapes: list, dtypes: list) -> tuple[float, float] | None:
     if len(shapes) < 2 or len(shapes[0]) != 2 or len(shapes[1]) != 2:
         return None
@@ -28,7 +24,7 @@ def mm(shapes: list, dtypes: list) -> tuple[float, float] | None:
     return 2.0 * m * n * k, nbytes + _out_bytes([m, n], dtypes[0])
 
 
-@cost("aten::addmm", "aten::_addmm_activation")
+@COSTS.cost("aten::addmm", "aten::_addmm_activation")
 def addmm(shapes: list, dtypes: list) -> tuple[float, float] | None:
     # (bias, mat1, mat2, beta, alpha)
     if len(shapes) < 3 or len(shapes[1]) != 2 or len(shapes[2]) != 2:
@@ -38,7 +34,7 @@ def addmm(shapes: list, dtypes: list) -> tuple[float, float] | None:
     return 2.0 * m * n * k, nbytes + _out_bytes([m, n], dtypes[1])
 
 
-@cost("aten::bmm")
+@COSTS.cost("aten::bmm")
 def bmm(shapes: list, dtypes: list) -> tuple[float, float] | None:
     if len(shapes) < 2 or len(shapes[0]) != 3 or len(shapes[1]) != 3:
         return None
@@ -47,7 +43,7 @@ def bmm(shapes: list, dtypes: list) -> tuple[float, float] | None:
     return 2.0 * b * m * n * k, nbytes + _out_bytes([b, m, n], dtypes[0])
 
 
-@cost("aten::baddbmm")
+@COSTS.cost("aten::baddbmm")
 def baddbmm(shapes: list, dtypes: list) -> tuple[float, float] | None:
     if len(shapes) < 3 or len(shapes[1]) != 3 or len(shapes[2]) != 3:
         return None
@@ -56,7 +52,7 @@ def baddbmm(shapes: list, dtypes: list) -> tuple[float, float] | None:
     return 2.0 * b * m * n * k, nbytes + _out_bytes([b, m, n], dtypes[1])
 
 
-@cost("aten::matmul")
+@COSTS.cost("aten::matmul")
 def matmul(shapes: list, dtypes: list) -> tuple[float, float] | None:
     if len(shapes) < 2 or not shapes[0] or not shapes[1]:
         return None
@@ -73,7 +69,7 @@ def matmul(shapes: list, dtypes: list) -> tuple[float, float] | None:
     return 2.0 * numel(batch) * m * n * k, nbytes + _out_bytes(out, dtypes[0])
 
 
-@cost("aten::linear")
+@COSTS.cost("aten::linear")
 def linear(shapes: list, dtypes: list) -> tuple[float, float] | None:
     # (input [..., K], weight [N, K], bias [N]?)
     if len(shapes) < 2 or not shapes[0] or len(shapes[1]) != 2:
@@ -86,7 +82,7 @@ def linear(shapes: list, dtypes: list) -> tuple[float, float] | None:
     return 2.0 * rows * n * k, nbytes + _out_bytes([rows, n], dtypes[0])
 
 
-@cost("aten::mv", "aten::addmv")
+@COSTS.cost("aten::mv", "aten::addmv")
 def mv(shapes: list, dtypes: list) -> tuple[float, float] | None:
     mats = [(s, d) for s, d in zip(shapes, dtypes, strict=False) if is_tensor(d) and len(s) == 2]
     if not mats:
@@ -96,7 +92,7 @@ def mv(shapes: list, dtypes: list) -> tuple[float, float] | None:
     return 2.0 * m * k, nbytes + m * tensor_bytes([1], d)
 
 
-@cost("aten::dot", "aten::vdot")
+@COSTS.cost("aten::dot", "aten::vdot")
 def dot(shapes: list, dtypes: list) -> tuple[float, float] | None:
     if len(shapes) < 2 or len(shapes[0]) != 1:
         return None
@@ -105,7 +101,7 @@ def dot(shapes: list, dtypes: list) -> tuple[float, float] | None:
 
 
 # These ops' FLOPs form the "matmul/conv" subtotal of a report.
-mark_matmul(
+COSTS.mark_matmul(
     "aten::mm", "aten::_mm", "aten::mkldnn_mm", "aten::addmm", "aten::_addmm_activation",
     "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear", "aten::mv",
     "aten::addmv", "aten::dot", "aten::vdot",

@@ -9,14 +9,10 @@ is counted; when they do not, they are leaves counted here as views.
 
 from __future__ import annotations
 
-from dawnbench_fast.roofline.costs import (
-    cost,
-    is_tensor,
-    numel,
-    register_cost,
-    tensor_args,
-    tensor_bytes,
-)
+from dawnbench_fast.roofline.cost_table import CostTable
+from dawnbench_fast.roofline.trace_args import is_tensor, numel, tensor_args, tensor_bytes
+
+COSTS = CostTable()  # registered by roofline.registry
 
 VIEWS = [
     "view", "_unsafe_view", "view_as", "reshape", "_reshape_alias", "flatten", "unflatten",
@@ -36,8 +32,8 @@ def _view(shapes: list, dtypes: list) -> tuple[float, float]:
 
 
 for _name in VIEWS:
-    register_cost(f"aten::{_name}", _view)
-register_cost("detach", _view)  # the autograd-level detach node
+    COSTS.add(f"aten::{_name}", _view)
+COSTS.add("detach", _view)  # the autograd-level detach node
 
 # Ops in VIEWS that may have children doing real work (an allocation's fill, a
 # copy): the analysis counts their children instead when they have any.
@@ -49,13 +45,13 @@ DESCEND_IF_PARENT = frozenset(
 )
 
 
-@cost("aten::item", "aten::_local_scalar_dense")
+@COSTS.cost("aten::item", "aten::_local_scalar_dense")
 def item(shapes: list, dtypes: list) -> tuple[float, float] | None:
     args = tensor_args(shapes, dtypes)
     return 0.0, float(sum(tensor_bytes(s, d) for s, d in args))
 
 
-@cost("aten::cat", "aten::stack", "aten::_cat", "aten::concat", "aten::concatenate",
+@COSTS.cost("aten::cat", "aten::stack", "aten::_cat", "aten::concat", "aten::concatenate",
       "aten::hstack", "aten::vstack")
 def cat(shapes: list, dtypes: list) -> tuple[float, float] | None:
     args = tensor_args(shapes, dtypes)
@@ -65,7 +61,7 @@ def cat(shapes: list, dtypes: list) -> tuple[float, float] | None:
     return 0.0, 2.0 * moved
 
 
-@cost("aten::flip", "aten::roll", "aten::constant_pad_nd", "aten::reflection_pad1d",
+@COSTS.cost("aten::flip", "aten::roll", "aten::constant_pad_nd", "aten::reflection_pad1d",
       "aten::reflection_pad2d", "aten::replication_pad2d", "aten::pad", "aten::tril",
       "aten::triu", "aten::repeat", "aten::index_select", "aten::gather", "aten::index",
       "aten::take", "aten::masked_select", "aten::embedding", "aten::unfold", "aten::im2col",
@@ -79,7 +75,7 @@ def gather_like(shapes: list, dtypes: list) -> tuple[float, float] | None:
     return 0.0, float(sum(tensor_bytes(s, d) for s, d in args) + tensor_bytes(*args[0]))
 
 
-@cost("aten::scatter", "aten::scatter_", "aten::scatter_add", "aten::scatter_add_",
+@COSTS.cost("aten::scatter", "aten::scatter_", "aten::scatter_add", "aten::scatter_add_",
       "aten::index_put", "aten::index_put_", "aten::_index_put_impl_", "aten::index_add_",
       "aten::index_copy_", "aten::masked_scatter_", "aten::put_")
 def scatter_like(shapes: list, dtypes: list) -> tuple[float, float] | None:
@@ -90,7 +86,7 @@ def scatter_like(shapes: list, dtypes: list) -> tuple[float, float] | None:
     return float(sum(numel(s) for s, _ in args[1:2])), float(src + src)
 
 
-@cost("aten::one_hot")
+@COSTS.cost("aten::one_hot")
 def one_hot(shapes: list, dtypes: list, conc: list) -> tuple[float, float] | None:
     if not shapes or not is_tensor(dtypes[0]):
         return None

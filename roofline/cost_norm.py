@@ -13,7 +13,10 @@ Layer and group norm follow the same pattern over their normalised groups.
 
 from __future__ import annotations
 
-from dawnbench_fast.roofline.costs import cost, is_tensor, itemsize, numel, tensor_bytes
+from dawnbench_fast.roofline.cost_table import CostTable
+from dawnbench_fast.roofline.trace_args import is_tensor, itemsize, numel, tensor_bytes
+
+COSTS = CostTable()  # registered by roofline.registry
 
 
 def _vec_bytes(shapes: list, dtypes: list, first: int) -> int:
@@ -41,29 +44,29 @@ def bn_forward(shapes: list, dtypes: list, training: bool) -> tuple[float, float
     return 4.0 * n, 2.0 * xb + vecs
 
 
-@cost("aten::batch_norm", "aten::_batch_norm_impl_index")
+@COSTS.cost("aten::batch_norm", "aten::_batch_norm_impl_index")
 def batch_norm(shapes: list, dtypes: list, conc: list) -> tuple[float, float] | None:
     # (input, weight, bias, running_mean, running_var, training, momentum, eps, ...)
     return bn_forward(shapes, dtypes, _training_flag(conc, 5))
 
 
-@cost("aten::native_batch_norm", "aten::cudnn_batch_norm", "aten::miopen_batch_norm",
+@COSTS.cost("aten::native_batch_norm", "aten::cudnn_batch_norm", "aten::miopen_batch_norm",
       "aten::_native_batch_norm_legit")
 def native_batch_norm(shapes: list, dtypes: list, conc: list) -> tuple[float, float] | None:
     return bn_forward(shapes, dtypes, _training_flag(conc, 5))
 
 
-@cost("aten::_batch_norm_with_update", "aten::_batch_norm_with_update_functional")
+@COSTS.cost("aten::_batch_norm_with_update", "aten::_batch_norm_with_update_functional")
 def bn_with_update(shapes: list, dtypes: list) -> tuple[float, float] | None:
     return bn_forward(shapes, dtypes, True)
 
 
-@cost("aten::_native_batch_norm_legit_no_training", "aten::_batch_norm_no_update")
+@COSTS.cost("aten::_native_batch_norm_legit_no_training", "aten::_batch_norm_no_update")
 def bn_no_update(shapes: list, dtypes: list) -> tuple[float, float] | None:
     return bn_forward(shapes, dtypes, False)
 
 
-@cost("aten::native_batch_norm_backward", "aten::cudnn_batch_norm_backward",
+@COSTS.cost("aten::native_batch_norm_backward", "aten::cudnn_batch_norm_backward",
       "aten::miopen_batch_norm_backward", "aten::batch_norm_backward")
 def batch_norm_backward(shapes: list, dtypes: list, conc: list) -> tuple[float, float] | None:
     # (grad_out, input, weight, running_mean, running_var, save_mean, save_invstd,
@@ -78,7 +81,7 @@ def batch_norm_backward(shapes: list, dtypes: list, conc: list) -> tuple[float, 
     return 9.0 * n, rb + n * itemsize(dtypes[1]) + vecs
 
 
-@cost("aten::layer_norm", "aten::native_layer_norm", "aten::group_norm",
+@COSTS.cost("aten::layer_norm", "aten::native_layer_norm", "aten::group_norm",
       "aten::native_group_norm", "aten::rms_norm", "aten::_fused_rms_norm",
       "aten::instance_norm")
 def layer_norm(shapes: list, dtypes: list) -> tuple[float, float] | None:
@@ -88,7 +91,7 @@ def layer_norm(shapes: list, dtypes: list) -> tuple[float, float] | None:
     return 7.0 * numel(x), 2.0 * tensor_bytes(x, dt) + _vec_bytes(shapes, dtypes, 1)
 
 
-@cost("aten::native_layer_norm_backward", "aten::native_group_norm_backward",
+@COSTS.cost("aten::native_layer_norm_backward", "aten::native_group_norm_backward",
       "aten::_fused_rms_norm_backward")
 def layer_norm_backward(shapes: list, dtypes: list) -> tuple[float, float] | None:
     if len(shapes) < 2 or not shapes[0] or not is_tensor(dtypes[0]):

@@ -10,7 +10,10 @@ Per parameter element (fp32 state unless recorded otherwise):
 
 from __future__ import annotations
 
-from dawnbench_fast.roofline.costs import cost, numel
+from dawnbench_fast.roofline.cost_table import CostTable
+from dawnbench_fast.roofline.trace_args import numel
+
+COSTS = CostTable()  # registered by roofline.registry
 
 
 def _list_elems(shapes: list, i: int) -> int:
@@ -19,7 +22,7 @@ def _list_elems(shapes: list, i: int) -> int:
     return sum(numel(s) for s in shapes[i])
 
 
-@cost("aten::_fused_sgd_", "aten::_fused_sgd")
+@COSTS.cost("aten::_fused_sgd_", "aten::_fused_sgd")
 def fused_sgd(shapes: list, dtypes: list) -> tuple[float, float] | None:
     # (params, grads, momentum_buffer_list, ...)
     n = _list_elems(shapes, 0)
@@ -32,7 +35,7 @@ def fused_sgd(shapes: list, dtypes: list) -> tuple[float, float] | None:
     return flops, 4.0 * n * (tensors_read + tensors_written)
 
 
-@cost("aten::_fused_adam_", "aten::_fused_adamw_", "aten::_fused_adam", "aten::_fused_adamw")
+@COSTS.cost("aten::_fused_adam_", "aten::_fused_adamw_", "aten::_fused_adam", "aten::_fused_adamw")
 def fused_adam(shapes: list, dtypes: list) -> tuple[float, float] | None:
     # (params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, ...)
     n = _list_elems(shapes, 0)

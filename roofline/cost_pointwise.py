@@ -9,15 +9,10 @@ In-place ops (name ending in ``_``) write their first input back.
 
 from __future__ import annotations
 
-from dawnbench_fast.roofline.costs import (
-    broadcast,
-    cost,
-    itemsize,
-    numel,
-    register_cost,
-    tensor_args,
-    tensor_bytes,
-)
+from dawnbench_fast.roofline.cost_table import CostTable
+from dawnbench_fast.roofline.trace_args import broadcast, itemsize, numel, tensor_args, tensor_bytes
+
+COSTS = CostTable()  # registered by roofline.registry
 
 # op (without the aten:: prefix and without a trailing "_") -> FLOPs / element
 ARITHMETIC: dict[str, float] = {
@@ -90,11 +85,11 @@ def _make(flops: float, inplace: bool, out_dtype: str | None = None):
 
 
 def _register_family(base: str, flops: float, out_dtype: str | None = None) -> None:
-    register_cost(f"aten::{base}", _make(flops, False, out_dtype))
-    register_cost(f"aten::{base}_", _make(flops, True, out_dtype))
+    COSTS.add(f"aten::{base}", _make(flops, False, out_dtype))
+    COSTS.add(f"aten::{base}_", _make(flops, True, out_dtype))
     # foreach forms used by the optimizers (out-of-place and in-place)
-    register_cost(f"aten::_foreach_{base}", _make(flops, False, out_dtype))
-    register_cost(f"aten::_foreach_{base}_", _make(flops, True, out_dtype))
+    COSTS.add(f"aten::_foreach_{base}", _make(flops, False, out_dtype))
+    COSTS.add(f"aten::_foreach_{base}_", _make(flops, True, out_dtype))
 
 
 for _name, _flops in ARITHMETIC.items():
@@ -105,7 +100,7 @@ for _name, _flops in MOVE.items():
     _register_family(_name, _flops)
 
 
-@cost("aten::copy_", "aten::_copy_from", "aten::_copy_from_and_resize")
+@COSTS.cost("aten::copy_", "aten::_copy_from", "aten::_copy_from_and_resize")
 def copy_(shapes: list, dtypes: list) -> tuple[float, float] | None:
     # (dst, src, non_blocking): src read once, dst written once
     if len(shapes) < 2:
@@ -113,7 +108,7 @@ def copy_(shapes: list, dtypes: list) -> tuple[float, float] | None:
     return 0.0, tensor_bytes(shapes[1], dtypes[1]) + tensor_bytes(shapes[0], dtypes[0])
 
 
-@cost("aten::fill_", "aten::zero_", "aten::_foreach_zero_")
+@COSTS.cost("aten::fill_", "aten::zero_", "aten::_foreach_zero_")
 def fill_(shapes: list, dtypes: list) -> tuple[float, float] | None:
     args = tensor_args(shapes[:1], dtypes[:1])
     if not args:
@@ -121,7 +116,7 @@ def fill_(shapes: list, dtypes: list) -> tuple[float, float] | None:
     return 0.0, sum(tensor_bytes(s, d) for s, d in args)
 
 
-@cost("aten::dropout", "aten::native_dropout", "aten::bernoulli_", "aten::uniform_",
+@COSTS.cost("aten::dropout", "aten::native_dropout", "aten::bernoulli_", "aten::uniform_",
       "aten::normal_", "aten::random_")
 def random_fill(shapes: list, dtypes: list) -> tuple[float, float] | None:
     args = tensor_args(shapes[:1], dtypes[:1])

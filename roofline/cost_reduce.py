@@ -7,8 +7,8 @@ kernel/stride lists (pooling) or from the reduced dims (reductions).
 from __future__ import annotations
 
 from dawnbench_fast.roofline.cost_conv import conv_out_spatial
-from dawnbench_fast.roofline.costs import (
-    cost,
+from dawnbench_fast.roofline.cost_table import CostTable
+from dawnbench_fast.roofline.trace_args import (
     is_tensor,
     itemsize,
     numel,
@@ -16,6 +16,8 @@ from dawnbench_fast.roofline.costs import (
     tensor_args,
     tensor_bytes,
 )
+
+COSTS = CostTable()  # registered by roofline.registry
 
 
 def _reduced_numel(shape: list, dims: list | None, keep_all: bool = False) -> int:
@@ -28,7 +30,7 @@ def _reduced_numel(shape: list, dims: list | None, keep_all: bool = False) -> in
     return numel([s for i, s in enumerate(shape) if i not in dims])
 
 
-@cost("aten::sum", "aten::mean", "aten::amax", "aten::amin", "aten::max", "aten::min",
+@COSTS.cost("aten::sum", "aten::mean", "aten::amax", "aten::amin", "aten::max", "aten::min",
       "aten::argmax", "aten::argmin", "aten::prod", "aten::norm", "aten::linalg_vector_norm",
       "aten::var", "aten::std", "aten::var_mean", "aten::std_mean", "aten::all", "aten::any",
       "aten::logsumexp", "aten::count_nonzero", "aten::nansum")
@@ -54,7 +56,7 @@ def reduction(shapes: list, dtypes: list, conc: list) -> tuple[float, float] | N
     return float(n), float(tensor_bytes(x, dt) + n_out * itemsize(dt))
 
 
-@cost("aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax",
+@COSTS.cost("aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax",
       "aten::_safe_softmax")
 def softmax(shapes: list, dtypes: list) -> tuple[float, float] | None:
     # max, subtract, exp, sum, divide (or log and subtract): 5 FLOPs / element
@@ -64,7 +66,7 @@ def softmax(shapes: list, dtypes: list) -> tuple[float, float] | None:
     return 5.0 * n, 2.0 * tensor_bytes(shapes[0], dtypes[0])
 
 
-@cost("aten::_softmax_backward_data", "aten::_log_softmax_backward_data")
+@COSTS.cost("aten::_softmax_backward_data", "aten::_log_softmax_backward_data")
 def softmax_backward(shapes: list, dtypes: list) -> tuple[float, float] | None:
     # sum of (grad * y) per row, then grad - y * sum (or exp): 4 FLOPs / element
     if len(shapes) < 2 or not is_tensor(dtypes[0]):
@@ -73,7 +75,7 @@ def softmax_backward(shapes: list, dtypes: list) -> tuple[float, float] | None:
     return 4.0 * n, float(tensor_bytes(shapes[0], dtypes[0]) * 3)
 
 
-@cost("aten::nll_loss", "aten::nll_loss_forward", "aten::nll_loss_nd", "aten::nll_loss2d",
+@COSTS.cost("aten::nll_loss", "aten::nll_loss_forward", "aten::nll_loss_nd", "aten::nll_loss2d",
       "aten::nll_loss2d_forward")
 def nll_loss(shapes: list, dtypes: list) -> tuple[float, float] | None:
     # gathers one log-probability per row and sums: reads the rows' picks
@@ -85,7 +87,7 @@ def nll_loss(shapes: list, dtypes: list) -> tuple[float, float] | None:
     return float(rows), float(rows * itemsize(dt) + tensor_bytes(t, tt) + itemsize(dt))
 
 
-@cost("aten::nll_loss_backward", "aten::nll_loss2d_backward")
+@COSTS.cost("aten::nll_loss_backward", "aten::nll_loss2d_backward")
 def nll_loss_backward(shapes: list, dtypes: list) -> tuple[float, float] | None:
     # (grad_output, self, target, weight, reduction, ignore_index, total_weight):
     # writes a dense gradient the size of self (mostly zeros)
@@ -96,7 +98,7 @@ def nll_loss_backward(shapes: list, dtypes: list) -> tuple[float, float] | None:
     return float(rows), float(tensor_bytes(x, dt) + tensor_bytes(shapes[2], dtypes[2]))
 
 
-@cost("aten::mse_loss", "aten::l1_loss", "aten::smooth_l1_loss", "aten::huber_loss",
+@COSTS.cost("aten::mse_loss", "aten::l1_loss", "aten::smooth_l1_loss", "aten::huber_loss",
       "aten::binary_cross_entropy", "aten::binary_cross_entropy_with_logits")
 def pointwise_loss(shapes: list, dtypes: list) -> tuple[float, float] | None:
     args = tensor_args(shapes, dtypes)
@@ -106,7 +108,7 @@ def pointwise_loss(shapes: list, dtypes: list) -> tuple[float, float] | None:
     return 3.0 * n, float(sum(tensor_bytes(s, d) for s, d in args))
 
 
-@cost("aten::mse_loss_backward", "aten::l1_loss_backward", "aten::smooth_l1_loss_backward",
+@COSTS.cost("aten::mse_loss_backward", "aten::l1_loss_backward", "aten::smooth_l1_loss_backward",
       "aten::huber_loss_backward", "aten::binary_cross_entropy_backward")
 def pointwise_loss_backward(shapes: list, dtypes: list) -> tuple[float, float] | None:
     args = tensor_args(shapes, dtypes)
@@ -149,18 +151,18 @@ def max_pool_cost(shapes: list, dtypes: list, conc: list, indices: bool) -> tupl
     return float(flops), float(tensor_bytes(x, dt) + n_out * itemsize(dt) + idx)
 
 
-@cost("aten::max_pool1d", "aten::max_pool2d", "aten::max_pool3d", "aten::mkldnn_max_pool2d",
+@COSTS.cost("aten::max_pool1d", "aten::max_pool2d", "aten::max_pool3d", "aten::mkldnn_max_pool2d",
       "aten::quantized_max_pool2d")
 def max_pool(shapes: list, dtypes: list, conc: list) -> tuple[float, float] | None:
     return max_pool_cost(shapes, dtypes, conc, indices=False)
 
 
-@cost("aten::max_pool2d_with_indices", "aten::max_pool3d_with_indices")
+@COSTS.cost("aten::max_pool2d_with_indices", "aten::max_pool3d_with_indices")
 def max_pool_with_indices(shapes: list, dtypes: list, conc: list) -> tuple[float, float] | None:
     return max_pool_cost(shapes, dtypes, conc, indices=True)
 
 
-@cost("aten::max_pool2d_with_indices_backward", "aten::max_pool3d_with_indices_backward",
+@COSTS.cost("aten::max_pool2d_with_indices_backward", "aten::max_pool3d_with_indices_backward",
       "aten::max_pool2d_backward")
 def max_pool_backward(shapes: list, dtypes: list) -> tuple[float, float] | None:
     # (grad_output, self, kernel, stride, padding, dilation, ceil_mode, indices):
@@ -173,7 +175,7 @@ def max_pool_backward(shapes: list, dtypes: list) -> tuple[float, float] | None:
     return float(n_out), float(tensor_bytes(gy, dtypes[0]) + idx_bytes + tensor_bytes(x, dtypes[1]))
 
 
-@cost("aten::avg_pool1d", "aten::avg_pool2d", "aten::avg_pool3d")
+@COSTS.cost("aten::avg_pool1d", "aten::avg_pool2d", "aten::avg_pool3d")
 def avg_pool(shapes: list, dtypes: list, conc: list) -> tuple[float, float] | None:
     if not shapes or not shapes[0] or not is_tensor(dtypes[0]):
         return None
@@ -185,7 +187,7 @@ def avg_pool(shapes: list, dtypes: list, conc: list) -> tuple[float, float] | No
     return float(flops), float(tensor_bytes(x, dt) + n_out * itemsize(dt))
 
 
-@cost("aten::avg_pool2d_backward", "aten::avg_pool3d_backward")
+@COSTS.cost("aten::avg_pool2d_backward", "aten::avg_pool3d_backward")
 def avg_pool_backward(shapes: list, dtypes: list) -> tuple[float, float] | None:
     if len(shapes) < 2 or not is_tensor(dtypes[0]):
         return None
@@ -193,7 +195,7 @@ def avg_pool_backward(shapes: list, dtypes: list) -> tuple[float, float] | None:
     return float(numel(x)), float(tensor_bytes(gy, dtypes[0]) + tensor_bytes(x, dtypes[1]))
 
 
-@cost("aten::adaptive_avg_pool1d", "aten::adaptive_avg_pool2d", "aten::_adaptive_avg_pool2d",
+@COSTS.cost("aten::adaptive_avg_pool1d", "aten::adaptive_avg_pool2d", "aten::_adaptive_avg_pool2d",
       "aten::adaptive_avg_pool3d", "aten::_adaptive_avg_pool3d", "aten::adaptive_max_pool2d",
       "aten::mkldnn_adaptive_avg_pool2d")
 def adaptive_pool(shapes: list, dtypes: list, conc: list) -> tuple[float, float] | None:
@@ -205,7 +207,7 @@ def adaptive_pool(shapes: list, dtypes: list, conc: list) -> tuple[float, float]
     return float(numel(x)), float(tensor_bytes(x, dt) + n_out * itemsize(dt))
 
 
-@cost("aten::_adaptive_avg_pool2d_backward", "aten::_adaptive_avg_pool3d_backward",
+@COSTS.cost("aten::_adaptive_avg_pool2d_backward", "aten::_adaptive_avg_pool3d_backward",
       "aten::adaptive_max_pool2d_backward")
 def adaptive_pool_backward(shapes: list, dtypes: list) -> tuple[float, float] | None:
     if len(shapes) < 2 or not is_tensor(dtypes[0]):

@@ -19,11 +19,13 @@ import pathlib
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
-from dawnbench_fast.roofline import costs
+from dawnbench_fast.roofline import registry
 from dawnbench_fast.roofline.analysis import Attribution, Unit, attribute, display_name
 from dawnbench_fast.roofline.ncu import NcuKernel
 from dawnbench_fast.roofline.peaks import Peaks, resolve_peaks
 from dawnbench_fast.roofline.trace import Trace, load_trace
+from dawnbench_fast.roofline.trace_args import precision_of
+from dawnbench_fast.vocabulary import DTYPE_BYTES
 
 CONVENTIONS = (
     "FLOP = 2 x multiply-accumulate (a fused multiply-add is 2 FLOPs); matmul/conv bias adds "
@@ -125,7 +127,7 @@ def _shape_str(shapes: list) -> str:
 def _dtype_str(dtypes: list) -> str:
     short = {"float": "f32", "c10::BFloat16": "bf16", "c10::Half": "f16", "double": "f64",
              "long int": "i64", "int": "i32", "bool": "bool", "unsigned char": "u8"}
-    return ",".join(short.get(d, d) for d in dtypes if d in costs.DTYPE_BYTES)
+    return ",".join(short.get(d, d) for d in dtypes if d in DTYPE_BYTES)
 
 
 def build_report(
@@ -181,8 +183,8 @@ def report_from_attribution(
                 op=u.op.name,
                 shapes=_shape_str(u.op.shapes),
                 dtypes=_dtype_str(u.op.dtypes),
-                precision=costs.precision_of(u.op.dtypes),
-                matmul=costs.is_matmul(u.op.name),
+                precision=precision_of(u.op.dtypes),
+                matmul=registry.is_matmul(u.op.name),
             )
         row.calls += 1
         row.time_us += u.time_us

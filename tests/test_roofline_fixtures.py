@@ -8,12 +8,13 @@ import pathlib
 import pytest
 
 from dawnbench_fast.roofline.analysis import attribute
-from dawnbench_fast.roofline.costs import numel, register_cost, tensor_bytes
 from dawnbench_fast.roofline.ncu import NcuError, parse_ncu_csv
 from dawnbench_fast.roofline.ncu_report import ncu_report
 from dawnbench_fast.roofline.peaks import GPU_TABLE
+from dawnbench_fast.roofline.registry import register_cost
 from dawnbench_fast.roofline.report import build_report
 from dawnbench_fast.roofline.trace import load_trace
+from dawnbench_fast.roofline.trace_args import numel, tensor_bytes
 
 FIX = pathlib.Path(__file__).parent / "fixtures" / "roofline"
 TRACE = FIX / "cuda_trace_handwritten.json"
@@ -86,9 +87,9 @@ def test_uncounted_device_time_is_listed_by_name():
 
 def test_attribution_without_formula_for_custom_op():
     # Without its formula the custom op's kernel time moves to the uncounted list
-    from dawnbench_fast.roofline import costs
+    from dawnbench_fast.roofline import registry
 
-    costs._REGISTRY.pop("dawnbench::fixture_scale", None)
+    registry._REGISTRY.pop("dawnbench::fixture_scale", None)
     attr = attribute(load_trace(TRACE))
     names = {u.op.name for u in attr.units if not u.counted}
     assert "dawnbench::fixture_scale" in names
@@ -150,14 +151,16 @@ def test_own_kernel_formulas_load_in_a_fresh_process():
     import importlib.util
     import subprocess
     import sys
+    from importlib.metadata import entry_points
 
-    from dawnbench_fast.roofline.costs import OWN_COST_MODULES
+    from dawnbench_fast.roofline.registry import ENTRY_POINT_GROUP
 
-    present = [m for m in OWN_COST_MODULES if importlib.util.find_spec(m) is not None]
+    present = [ep.module for ep in entry_points(group=ENTRY_POINT_GROUP)
+               if importlib.util.find_spec(ep.module) is not None]
     if not present:
         pytest.skip("no kernel backend with cost formulas in this install")
-    code = ("from dawnbench_fast.roofline import costs; "
-            "print(sum(o.startswith('dawnbench::') for o in costs.registered_ops()))")
+    code = ("from dawnbench_fast.roofline import registry; "
+            "print(sum(o.startswith('dawnbench::') for o in registry.registered_ops()))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert int(out.stdout.strip()) >= len(present)

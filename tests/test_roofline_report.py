@@ -14,9 +14,9 @@ import torch
 import torch.nn.functional as F
 
 from dawnbench_fast import roofline
-from dawnbench_fast.roofline.costs import register_cost
 from dawnbench_fast.roofline.outputs import write_report_set
 from dawnbench_fast.roofline.peaks import Peaks
+from dawnbench_fast.roofline.registry import register_cost
 from dawnbench_fast.roofline.report import build_report
 
 # Fixed made-up peaks so that these tests do not run the CPU microbenchmark.
