@@ -59,11 +59,11 @@ CATALOGUE: dict[str, Op] = {
            "dawnbench_fast.data.augment.augment_torch"),
         Op("conv_group", "conv_group(group: ConvGroup, x NCHW) -> act(bn2(conv2(act(bn1(pool2(conv1(x)))))))"
            ", batch norms in training or eval per their .training, running stats updated",
-           "dawnbench_fast.models.layers.conv_group"),
+           "dawnbench_fast.layer_ops.conv_group"),
         Op("bn_act", "bn_act(x NCHW, bn: BatchNorm2d, act='gelu') -> act(bn(x)), training or eval per "
-           "bn.training, running stats updated", "dawnbench_fast.models.layers.bn_act"),
+           "bn.training, running stats updated", "dawnbench_fast.layer_ops.bn_act"),
         Op("linear", "linear(x [*, K], weight [N, K]) -> x @ weight.T (no bias; autocast-aware)",
-           "dawnbench_fast.models.layers.linear"),
+           "dawnbench_fast.layer_ops.linear"),
         Op("matmul", "matmul(a [M, K], b [K, N]) -> a @ b (2-D, any strides, a's dtype)",
            "dawnbench_fast.newton_schulz.matmul"),
         Op("newton_schulz", "newton_schulz(g [M, N], steps=3, eps=1e-7) -> bf16 [M, N] ~ U V^T of g's "
@@ -81,7 +81,8 @@ _IMPLS: dict[tuple[str, str], Callable[..., Any]] = {}
 _PROVIDERS: dict[str, list[str]] = {
     "torch": [],
     "cpu": ["dawnbench_fast.csrc.cpu_ops", "dawnbench_fast.models.conv_cpu"],
-    "triton": ["dawnbench_fast.kernels.ops"],
+    "triton": ["dawnbench_fast.kernels.augment", "dawnbench_fast.kernels.bn_act",
+               "dawnbench_fast.kernels.conv_group", "dawnbench_fast.kernels.gemm"],
     "cuda": ["dawnbench_fast.csrc.ops"],
 }
 # What `auto` tries, best first, per device type: only backends measured at

@@ -1,8 +1,19 @@
-"""Triton kernels, imported as ``dawnbench_fast.kernels``.
+"""Triton kernels, imported as ``dawnbench_fast.kernels``, grouped by op: each
+op module is the one place to start for its op (reference, kernels, custom
+ops, autograd, dispatch registration, and where its CUDA and CPU faces live):
 
-Importing this package is cheap; :mod:`dawnbench_fast.kernels.ops` (loaded by
-``--kernels triton``) imports Triton and registers the kernels with dispatch.
-``launch_counts`` counts launches per kernel name (tests assert on it).
+- :mod:`.augment`: the training-batch augmentation;
+- :mod:`.bn_act`: batch norm + activation (statistics, finalize, affine+act,
+  backward; kernels in bn_stats, bn_finalize, affine_act, bn_act_backward);
+- :mod:`.conv_group`: conv3x3 + pool + BN statistics, weight gradient, the
+  fused group's autograd (kernels in conv3x3, conv3x3_wgrad);
+- :mod:`.gemm`: GEMM, alpha*A@B + beta*D, linear, matmul, Newton-Schulz
+  (kernel in gemm_kernel).
+
+Importing this package is cheap (no Triton); ``--kernels triton`` imports the
+op modules (dispatch._PROVIDERS). ``launch_counts`` counts launches per kernel
+name (tests assert on it). :mod:`.aot` / :mod:`.report` compile every kernel
+for sm_80 and sm_90 without a GPU; :mod:`.costs` holds their roofline formulas.
 """
 
 from dawnbench_fast.kernels.launches import launch_counts

@@ -34,8 +34,8 @@ from dawnbench_fast.kernels.bn_finalize import bn_finalize_kernel
 from dawnbench_fast.kernels.bn_stats import channel_stats_kernel
 from dawnbench_fast.kernels.conv3x3 import conv3x3_fwd_kernel
 from dawnbench_fast.kernels.conv3x3_wgrad import conv3x3_wgrad_kernel
-from dawnbench_fast.kernels.custom_ops import conv_blocks, wgrad_blocks
-from dawnbench_fast.kernels.gemm import gemm_configs, gemm_kernel
+from dawnbench_fast.kernels.conv_group import conv_blocks, wgrad_blocks
+from dawnbench_fast.kernels.gemm_kernel import gemm_configs, gemm_kernel
 
 TARGETS = {"sm_80": GPUTarget("cuda", 80, 32), "sm_90": GPUTarget("cuda", 90, 32)}
 

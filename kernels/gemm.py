@@ -1,86 +1,145 @@
-"""C = A @ B on tensor cores: fp16/bf16 (or fp32/TF32) inputs, fp32
-accumulation, arbitrary strides (so A @ B.T and X @ X.T need no copies),
-autotuned tile configs, grouped program order for L2 reuse; optional epilogue
-C = alpha * A @ B + beta * D, which fuses the element-wise parts of a
-Newton-Schulz iteration into its two products.
+"""The GEMM ops on Triton: ``linear``, ``matmul`` and ``newton_schulz`` (Muon's
+orthogonalisation) on one tensor-core GEMM with an alpha*A@B + beta*D
+epilogue. Start here: this module holds the custom ops, the GEMM's autograd
+and the dispatch registrations, and imports the kernel and the references.
 
-Used by the linear head and by Muon's Newton-Schulz products (X @ X.T).
+Faces of the ops:
+- references: :func:`dawnbench_fast.layer_ops.linear`,
+  :func:`dawnbench_fast.newton_schulz.matmul` and
+  :func:`dawnbench_fast.newton_schulz.newton_schulz` (backend ``torch``), and
+  :func:`gemm_reference` beside the kernel;
+- Triton (this module): the autotuned kernel of :mod:`.gemm_kernel`, as the
+  custom ops ``dawnbench::gemm`` (with autograd) and ``dawnbench::gemm_axpby``;
+- CUDA C++: ``dawnbench_fast.csrc.ops.gemm_mma`` (``dawnbench::csrc_gemm_mma``,
+  mma.sync tiles), not registered for any op yet (unmeasured on a GPU);
+- CPU: the C++ build of that GEMM is an mma emulation for tests, never
+  registered; ``--kernels cpu`` serves the references.
+Tests: tests/ops/test_gemm.py. Costs: kernels/costs.py.
 """
 
 from __future__ import annotations
 
 import torch
 import triton
-import triton.language as tl
 
-from dawnbench_fast.kernels.launches import interpreting
+from dawnbench_fast import dispatch
+from dawnbench_fast.kernels import launches as L
+from dawnbench_fast.kernels.gemm_kernel import gemm_autotuned, gemm_reference
+from dawnbench_fast.kernels.launches import needs_f32_math, new_output, record
+from dawnbench_fast.layer_ops import linear as linear_reference
+from dawnbench_fast.newton_schulz import NS_COEFFS, ns_start
+from dawnbench_fast.newton_schulz import matmul as matmul_reference
+from dawnbench_fast.newton_schulz import newton_schulz as newton_schulz_reference
 
-
-def gemm_configs() -> list[triton.Config]:
-    """Autotuning space. The interpreter gets one small config: autotuning
-    there would need a timing function and would measure nothing useful."""
-    if interpreting():
-        return [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4},
-                              num_warps=4, num_stages=1)]
-    # (BM, BN, BK, warps, stages): large tiles for Newton-Schulz, small for the
-    # head. Kept to the configs that compile without spills for sm_80 and
-    # sm_90 (python -m dawnbench_fast.kernels.report); 256-wide tiles and
-    # 128x64x64 with 4 warps spilled.
-    shapes = [
-        (128, 128, 32, 8, 4), (128, 64, 64, 8, 3), (128, 64, 32, 8, 4), (64, 128, 64, 8, 3),
-        (64, 128, 32, 4, 4), (64, 64, 32, 4, 5), (32, 64, 64, 4, 4),
-    ]
-    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8},
-                          num_warps=w, num_stages=s) for bm, bn, bk, w, s in shapes]
+__all__ = ["gemm", "gemm_axpby", "gemm_reference", "linear", "linear_reference", "matmul",
+           "matmul_reference", "newton_schulz", "newton_schulz_reference"]
 
 
-@triton.jit
-def gemm_kernel(
-    a_ptr, b_ptr, c_ptr, d_ptr, M, N, K,
-    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, stride_dm, stride_dn,
-    alpha, beta,
-    HAS_D: tl.constexpr, F32_MATH: tl.constexpr, DOT_PRECISION: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-):
-    pid = tl.program_id(0)
-    grid_m = tl.cdiv(M, BLOCK_M)
-    grid_n = tl.cdiv(N, BLOCK_N)
-    # Grouped ordering: GROUP_M row-tiles share the same B column-tiles in L2.
-    group = pid // (GROUP_M * grid_n)
-    first_m = group * GROUP_M
-    group_size = tl.minimum(grid_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % (GROUP_M * grid_n)) % group_size
-    pid_n = (pid % (GROUP_M * grid_n)) // group_size
-    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    rk = tl.arange(0, BLOCK_K)
-    a_ptrs = a_ptr + rm[:, None] * stride_am + rk[None, :] * stride_ak
-    b_ptrs = b_ptr + rk[:, None] * stride_bk + rn[None, :] * stride_bn
-    acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        k_ok = (k0 + rk) < K
-        a = tl.load(a_ptrs, mask=(rm < M)[:, None] & k_ok[None, :], other=0.0)
-        b = tl.load(b_ptrs, mask=k_ok[:, None] & (rn < N)[None, :], other=0.0)
-        if F32_MATH:
-            a = a.to(tl.float32)
-            b = b.to(tl.float32)
-        acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION)
-        a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * stride_bk
-    c_mask = (rm < M)[:, None] & (rn < N)[None, :]
-    if HAS_D:  # epilogue C = alpha * A@B + beta * D (a Newton-Schulz step's update)
-        d = tl.load(d_ptr + rm[:, None] * stride_dm + rn[None, :] * stride_dn, mask=c_mask,
-                    other=0.0)
-        acc = alpha * acc + beta * d.to(tl.float32)
-    c_ptrs = c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn
-    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
+@torch.library.custom_op("dawnbench::gemm", mutates_args=())
+def gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a [M, K] @ b [K, N] (any strides), fp32 accumulation, output in a's dtype."""
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"dawnbench::gemm needs [M, K] @ [K, N], got {tuple(a.shape)} @ {tuple(b.shape)}")
+    M, K = a.shape
+    N = b.shape[1]
+    if max(M * a.stride(0), K * a.stride(1), K * b.stride(0), N * b.stride(1), M * N) >= 2**31:
+        raise ValueError("dawnbench::gemm uses 32-bit offsets; split operands over 2**31 elements")
+    b = b.to(a.dtype)
+    c = new_output((M, N), a.dtype, a.device)
+
+    def grid(meta):
+        return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
+
+    gemm_autotuned[grid](a, b, c, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                         c.stride(0), c.stride(1), 0, 0, 1.0, 0.0, HAS_D=False,
+                         F32_MATH=needs_f32_math(a.dtype),
+                         DOT_PRECISION=L.dot_precision(a.dtype, conv=False))
+    record("gemm")
+    return c
 
 
-gemm_autotuned = triton.autotune(configs=gemm_configs(), key=["M", "N", "K", "F32_MATH", "HAS_D"])(
-    gemm_kernel
-)
+@gemm.register_fake
+def _(a, b):
+    return a.new_empty((a.shape[0], b.shape[1]))
 
 
-def gemm_reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Reference: fp32 product, cast to the input dtype."""
-    return (a.float() @ b.float()).to(a.dtype)
+@torch.library.custom_op("dawnbench::gemm_axpby", mutates_args=())
+def gemm_axpby(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, alpha: float,
+               beta: float) -> torch.Tensor:
+    """alpha * (a @ b) + beta * d in one kernel (no autograd: optimizer math)."""
+    M, K = a.shape
+    N = b.shape[1]
+    if b.shape[0] != K or tuple(d.shape) != (M, N):
+        raise ValueError(f"dawnbench::gemm_axpby needs [M, K] @ [K, N] + [M, N], got "
+                         f"{tuple(a.shape)} @ {tuple(b.shape)} + {tuple(d.shape)}")
+    c = new_output((M, N), a.dtype, a.device)
+
+    def grid(meta):
+        return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
+
+    b, d = b.to(a.dtype), d.to(a.dtype)
+    gemm_autotuned[grid](a, b, c, d, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                         c.stride(0), c.stride(1), d.stride(0), d.stride(1), float(alpha),
+                         float(beta), HAS_D=True, F32_MATH=needs_f32_math(a.dtype),
+                         DOT_PRECISION=L.dot_precision(a.dtype, conv=False))
+    record("gemm_axpby")
+    return c
+
+
+@gemm_axpby.register_fake
+def _(a, b, d, alpha, beta):
+    return a.new_empty((a.shape[0], b.shape[1]))
+
+
+def _gemm_setup(ctx, inputs, output):
+    a, b = inputs
+    ctx.save_for_backward(a, b)
+    ctx.b_dtype = b.dtype
+
+
+def _gemm_backward(ctx, grad):
+    a, b = ctx.saved_tensors
+    grad = grad.to(a.dtype)
+    da = gemm(grad, b.to(a.dtype).t()) if ctx.needs_input_grad[0] else None
+    db = gemm(a.t(), grad).to(ctx.b_dtype) if ctx.needs_input_grad[1] else None
+    return da, db
+
+
+gemm.register_autograd(_gemm_backward, setup_context=_gemm_setup)
+
+
+# -- the ops -----------------------------------------------------------------
+@dispatch.register("linear", "triton")
+def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """x [*, K] @ weight[N, K].T on the Triton GEMM (autocast-aware)."""
+    dtype = L.compute_dtype(x)
+    lead = x.shape[:-1]
+    y = gemm(x.reshape(-1, x.shape[-1]).to(dtype), weight.to(dtype).t())
+    return y.view(*lead, weight.shape[0])
+
+
+@dispatch.register("matmul", "triton")
+def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """2-D a @ b on the Triton GEMM, e.g. Newton-Schulz's X @ X.T (pass X.T:
+    strides make the transpose free)."""
+    return gemm(a, b)
+
+
+@dispatch.register("newton_schulz", "triton")
+@torch.no_grad()
+def newton_schulz(g: torch.Tensor, steps: int = 3, eps: float = 1e-7,
+                  coeffs: tuple[float, float, float] = NS_COEFFS) -> torch.Tensor:
+    """Muon's quintic Newton-Schulz orthogonalisation in bf16 on the Triton GEMM,
+    three kernels per iteration: G = X X^T; P = c G G + b G; X = P X + a X
+    (the element-wise terms ride in the GEMM epilogue). Same contract as the
+    reference (2-D input, bf16 result)."""
+    a, b, c = coeffs
+    x, transposed = ns_start(g, eps)
+    for _ in range(steps):
+        gram = gemm(x, x.T)
+        poly = gemm_axpby(gram, gram, gram, c, b)
+        x = gemm_axpby(poly, x, x, 1.0, a)
+    return x.T if transposed else x
+
+
+from dawnbench_fast.kernels import costs as _costs  # noqa: E402,F401  (registers FLOP/byte formulas)

@@ -1,4 +1,6 @@
-"""Launch bookkeeping shared by every kernel module.
+"""Launch bookkeeping and configuration shared by every op module of kernels/,
+and the Triton backend's availability probe (registered with dispatch here,
+once, whichever op module is imported first).
 
 ``launch_counts`` counts kernel launches per kernel name so that tests can
 assert that the Triton path really ran (no silent fallback to the reference).
@@ -12,6 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import torch
+
+from dawnbench_fast import dispatch
 
 launch_counts: Counter[str] = Counter()
 
@@ -55,3 +59,87 @@ def poisoned_outputs() -> Iterator[None]:
         yield
     finally:
         _poison = old
+
+
+# -- launch configuration shared by the op modules ---------------------------
+# None: follow torch.use_deterministic_algorithms(); True/False: force.
+DETERMINISTIC_STATS: bool | None = None
+# The interpreter runs fewer, larger programs faster; tests lower this to
+# exercise tile edges.
+INTERPRETER_ROWS = 512
+# 64 x 64 tiles with 8 warps (16 elements per thread): no spills in any of
+# the element-wise and reduction kernels for sm_80 or sm_90; 4 warps spill in
+# the backward kernels.
+EW_WARPS = 8
+
+
+def deterministic_stats() -> bool:
+    """Per-tile partials instead of atomics for BN statistics?"""
+    if DETERMINISTIC_STATS is not None:
+        return DETERMINISTIC_STATS
+    return torch.are_deterministic_algorithms_enabled()
+
+
+def dot_precision(dtype: torch.dtype, conv: bool) -> str:
+    """fp32 operands use TF32 on a GPU exactly when PyTorch's own flag allows it
+    for the matching op, so --kernels triton and torch agree on precision."""
+    if dtype != torch.float32 or interpreting():
+        return "ieee"
+    allowed = torch.backends.cudnn.allow_tf32 if conv else torch.backends.cuda.matmul.allow_tf32
+    return "tf32" if allowed else "ieee"
+
+
+def ew_rows() -> int:
+    """Rows per tile of the element-wise and reduction kernels."""
+    return INTERPRETER_ROWS if interpreting() else 64
+
+
+def cdiv(a: int, b: int) -> int:
+    """ceil(a / b), as cdiv (Triton itself is not imported here: importing
+    the package stays cheap)."""
+    return -(-a // b)
+
+
+def next_power_of_2(n: int) -> int:
+    """The smallest power of two >= n (n >= 1), as triton.next_power_of_2."""
+    return 1 << (max(n, 1) - 1).bit_length()
+
+
+def block_c(c: int) -> int:
+    """Channels per tile of the element-wise and reduction kernels."""
+    return min(64, next_power_of_2(c))
+
+
+def reduction_programs(rows: int, block_r: int) -> tuple[int, int]:
+    """(programs, rows per program) for the row-chunked reductions: enough
+    programs to fill a GPU, few in the interpreter (each costs Python time)."""
+    target = 2 if interpreting() else 512
+    blocks = cdiv(rows, block_r)
+    progs = max(1, min(blocks, target))
+    per = cdiv(blocks, progs) * block_r
+    return cdiv(rows, per), per
+
+
+def nhwc(x: torch.Tensor) -> torch.Tensor:
+    """NCHW-shaped tensor -> contiguous NHWC (free for channels_last input)."""
+    return x.permute(0, 2, 3, 1).contiguous()
+
+
+def compute_dtype(x: torch.Tensor) -> torch.dtype:
+    """The dtype autocast would compute in on x's device, else x's own."""
+    if torch.is_autocast_enabled(x.device.type):
+        return torch.get_autocast_dtype(x.device.type)
+    return x.dtype
+
+
+def probe(device: torch.device) -> str | None:
+    """dispatch probe of backend ``triton``: None if usable, else one line."""
+    if device.type == "cuda":
+        return None if torch.cuda.is_available() else "no CUDA device is visible"
+    if device.type == "cpu" and interpreting():
+        return None
+    return (f"Triton kernels need a CUDA device, not {device.type} "
+            "(TRITON_INTERPRET=1 runs them, slowly, in the CPU interpreter)")
+
+
+dispatch.register_probe("triton", probe)

@@ -1,19 +1,19 @@
-"""Reference (plain PyTorch) layers of the CIFAR net: the ``torch``
-implementations of the ops ``linear``, ``bn_act`` and ``conv_group``
-(named by dawnbench_fast.dispatch.CATALOGUE).
-
-Other backends (Triton, CUDA, CPU) register their own implementations of the
-same op names with the same signatures; the model looks them up once through
-:mod:`dawnbench_fast.dispatch` when :meth:`CifarNet.set_kernels` is called.
+"""Layers of the CIFAR net. The ops they run (``linear``, ``bn_act``,
+``conv_group``) have their PyTorch references in dawnbench_fast.layer_ops,
+re-exported here; other backends (Triton, CUDA, CPU) register their own
+implementations of the same op names with the same signatures, and the model
+looks them up once through :mod:`dawnbench_fast.dispatch` when
+:meth:`CifarNet.set_kernels` is called.
 """
 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from dawnbench_fast.vocabulary import activation
+from dawnbench_fast.layer_ops import bn_act, conv_group, linear
+
+__all__ = ["BatchNorm", "Conv", "ConvGroup", "bn_act", "conv_group", "linear"]
 
 
 class BatchNorm(nn.BatchNorm2d):
@@ -42,16 +42,6 @@ class Conv(nn.Conv2d):
         torch.nn.init.dirac_(w[: w.size(1)])
 
 
-def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """x @ weight.T without bias (the CIFAR head)."""
-    return F.linear(x, weight)
-
-
-def bn_act(x: torch.Tensor, bn: BatchNorm, act: str = "gelu") -> torch.Tensor:
-    """Batch norm (training or eval per ``bn.training``) followed by ``act``."""
-    return activation(act).fn(bn(x))
-
-
 class ConvGroup(nn.Module):
     """conv3x3 -> maxpool2 -> BN -> act -> conv3x3 -> BN -> act."""
 
@@ -67,13 +57,3 @@ class ConvGroup(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.impl(self, x)
-
-
-def conv_group(group: ConvGroup, x: torch.Tensor) -> torch.Tensor:
-    """Reference forward of a :class:`ConvGroup`, built on the ``bn_act`` op
-    that the group's backend chose (``group.bn_act``, default reference)."""
-    bn_act_fn = getattr(group, "bn_act", bn_act)
-    x = group.pool(group.conv1(x))
-    x = bn_act_fn(x, group.norm1, group.act)
-    x = group.conv2(x)
-    return bn_act_fn(x, group.norm2, group.act)

@@ -1,0 +1,261 @@
+"""The ``bn_act`` op on Triton: batch norm (training or eval) + activation.
+Start here: this module holds the op's custom ops, autograd and dispatch
+registration, and imports its kernels and references.
+
+Faces of the op:
+- reference: :func:`dawnbench_fast.layer_ops.bn_act` (backend ``torch``; the
+  kernel-level references ``*_reference`` sit beside each kernel below);
+- Triton (this module), kernels in small files:
+  :mod:`.bn_stats` (per-channel sum / sum of squares), :mod:`.bn_finalize`
+  (sums -> mean, invstd, scale, shift; running stats), :mod:`.affine_act`
+  (y = act(x*scale + shift)), :mod:`.bn_act_backward` (reduce + apply, with
+  the 2x2 max-pool scatter the conv group needs), :mod:`.activations`;
+- CUDA C++: ``dawnbench_fast.csrc.ops.bn_act`` (custom ops
+  ``dawnbench::csrc_bn_act_fwd`` / ``_bwd``, csrc/bn_act.cuh);
+- CPU: the OpenMP build of that same C++ (``csrc.ops.bn_act`` on CPU tensors),
+  registered for ``--kernels cpu`` by csrc/cpu_ops.py.
+Tests: tests/ops/test_bn_act.py. Costs: kernels/costs.py.
+
+The kernels are custom ops (``dawnbench::<name>``) so that profiler traces
+carry their names and the roofline can cost them; each allocates its
+outputs, launches and counts the launch (``launch_counts``). Batch-norm
+statistics and running stats are handled by the autograd here, so the kernels
+stay functional. kernels/conv_group.py reuses these ops for its fused BN.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+
+from dawnbench_fast import dispatch
+from dawnbench_fast.kernels import launches as L
+from dawnbench_fast.kernels.activations import act_code
+from dawnbench_fast.kernels.affine_act import affine_act_kernel, affine_act_reference
+from dawnbench_fast.kernels.bn_act_backward import (
+    bn_act_backward_reference,
+    bn_act_bwd_apply_kernel,
+    bn_act_bwd_reduce_kernel,
+)
+from dawnbench_fast.kernels.bn_finalize import bn_finalize_kernel, bn_finalize_reference
+from dawnbench_fast.kernels.bn_stats import channel_stats_kernel, channel_stats_reference
+from dawnbench_fast.kernels.launches import new_output, record
+from dawnbench_fast.layer_ops import bn_act as reference
+
+__all__ = ["affine_act", "affine_act_reference", "bn_act", "bn_act_backward_reference", "bn_act_bwd_apply",
+           "bn_act_bwd_reduce", "bn_finalize", "bn_finalize_reference", "channel_stats",
+           "channel_stats_reference", "reference"]
+
+
+@torch.library.custom_op("dawnbench::channel_stats", mutates_args=())
+def channel_stats(x2d: torch.Tensor, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-channel partial sums and sums of squares ([P, C] fp32) of R x C."""
+    R, C = x2d.shape
+    x2d = x2d.contiguous()
+    progs, per = L.reduction_programs(R, L.ew_rows())
+    if deterministic:  # every program writes its own row
+        psum = new_output((progs, C), torch.float32, x2d.device)
+        psumsq = new_output((progs, C), torch.float32, x2d.device)
+    else:  # atomics accumulate into zeros
+        psum = torch.zeros(1, C, device=x2d.device, dtype=torch.float32)
+        psumsq = torch.zeros_like(psum)
+    grid = (progs, triton.cdiv(C, L.block_c(C)))
+    channel_stats_kernel[grid](x2d, psum, psumsq, R, C, per, ATOMIC=not deterministic,
+                               BLOCK_R=L.ew_rows(), BLOCK_C=L.block_c(C), num_warps=L.EW_WARPS)
+    record("channel_stats")
+    return psum, psumsq
+
+
+@channel_stats.register_fake
+def _(x2d, deterministic):
+    p = x2d.new_empty((torch.library.get_ctx().new_dynamic_size(), x2d.shape[1]),
+                      dtype=torch.float32)
+    return p, torch.empty_like(p)
+
+
+@torch.library.custom_op("dawnbench::bn_finalize",
+                         mutates_args=("running_mean", "running_var"))
+def bn_finalize(
+    psum: torch.Tensor, psumsq: torch.Tensor, count: float, weight: torch.Tensor,
+    bias: torch.Tensor, running_mean: torch.Tensor, running_var: torch.Tensor,
+    momentum: float, eps: float, training: bool, update_running: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Sums -> (mean, invstd, scale, shift); updates running stats in training."""
+    C = weight.shape[0]
+    out = [new_output(C, torch.float32, weight.device) for _ in range(4)]
+    unbias = count / max(count - 1.0, 1.0)
+    bc = min(256, triton.next_power_of_2(C))
+    bn_finalize_kernel[(triton.cdiv(C, bc),)](
+        psum, psumsq, psum.shape[0], C, float(count), weight.float().contiguous(),
+        bias.float().contiguous(), running_mean, running_var, out[0], out[1], out[2], out[3],
+        float(momentum), float(eps), float(unbias),
+        TRAINING=training, UPDATE_RUNNING=update_running and training, BLOCK_C=bc)
+    record("bn_finalize")
+    return out[0], out[1], out[2], out[3]
+
+
+@bn_finalize.register_fake
+def _(psum, psumsq, count, weight, bias, running_mean, running_var, momentum, eps, training,
+      update_running):
+    e = weight.new_empty(weight.shape, dtype=torch.float32)
+    return e, torch.empty_like(e), torch.empty_like(e), torch.empty_like(e)
+
+
+@torch.library.custom_op("dawnbench::affine_act", mutates_args=())
+def affine_act(x2d: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor,
+               act: str) -> torch.Tensor:
+    """y = act(x * scale + shift) per channel of an R x C matrix."""
+    R, C = x2d.shape
+    x2d = x2d.contiguous()
+    y = new_output(x2d.shape, x2d.dtype, x2d.device)
+    grid = (triton.cdiv(R, L.ew_rows()), triton.cdiv(C, L.block_c(C)))
+    affine_act_kernel[grid](x2d, scale, shift, y, R, C, ACT=act_code(act),
+                            BLOCK_R=L.ew_rows(), BLOCK_C=L.block_c(C), num_warps=L.EW_WARPS)
+    record("affine_act")
+    return y
+
+
+@affine_act.register_fake
+def _(x2d, scale, shift, act):
+    return torch.empty_like(x2d)
+
+
+@torch.library.custom_op("dawnbench::bn_act_bwd_reduce", mutates_args=())
+def bn_act_bwd_reduce(dy: torch.Tensor, x: torch.Tensor, scale: torch.Tensor,
+                      shift: torch.Tensor, act: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-channel sum(g) and sum(g*x), g = dy * act'(x*scale+shift), fp32."""
+    R, C = x.shape
+    x, dy = x.contiguous(), dy.contiguous()
+    progs, per = L.reduction_programs(R, L.ew_rows())
+    pg = new_output((progs, C), torch.float32, x.device)
+    pgx = new_output((progs, C), torch.float32, x.device)
+    grid = (progs, triton.cdiv(C, L.block_c(C)))
+    bn_act_bwd_reduce_kernel[grid](dy, x, scale, shift, pg, pgx, R, C, per,
+                                   ACT=act_code(act), BLOCK_R=L.ew_rows(), BLOCK_C=L.block_c(C),
+                                   num_warps=L.EW_WARPS)
+    record("bn_act_bwd_reduce")
+    return pg.sum(0), pgx.sum(0)
+
+
+@bn_act_bwd_reduce.register_fake
+def _(dy, x, scale, shift, act):
+    e = x.new_empty((x.shape[1],), dtype=torch.float32)
+    return e, torch.empty_like(e)
+
+
+@torch.library.custom_op("dawnbench::bn_act_bwd_apply", mutates_args=())
+def bn_act_bwd_apply(dy: torch.Tensor, x: torch.Tensor, scale: torch.Tensor,
+                     shift: torch.Tensor, a: torch.Tensor, b: torch.Tensor, idx: torch.Tensor,
+                     full_shape: list[int], act: str) -> torch.Tensor:
+    """dx = dy*act'(u)*scale + a + b*x for NHWC ``x`` [N, h, w, C]; when ``idx``
+    is non-empty, x is a 2x2 max-pool output and dx is scattered into
+    ``full_shape`` [N, H, W, C] through the stored argmax codes."""
+    N, h, w, C = x.shape
+    x, dy = x.contiguous(), dy.contiguous()
+    pool = idx.numel() > 0
+    H, W = full_shape[1], full_shape[2]
+    if pool and (H % 2 or W % 2):  # floor-mode pool: the dropped edge gets zeros
+        dx = torch.zeros(full_shape, device=x.device, dtype=x.dtype)
+    else:
+        dx = new_output(full_shape, x.dtype, x.device)
+    R = N * h * w
+    grid = (triton.cdiv(R, L.ew_rows()), triton.cdiv(C, L.block_c(C)))
+    bn_act_bwd_apply_kernel[grid](dy, x, scale, shift, a, b, idx if pool else x, dx,
+                                  R, C, h, w, H, W, ACT=act_code(act), POOL=pool,
+                                  BLOCK_R=L.ew_rows(), BLOCK_C=L.block_c(C), num_warps=L.EW_WARPS)
+    record("bn_act_bwd_apply")
+    return dx
+
+
+@bn_act_bwd_apply.register_fake
+def _(dy, x, scale, shift, a, b, idx, full_shape, act):
+    return x.new_empty(full_shape)
+
+
+# -- autograd ----------------------------------------------------------------
+def _momentum(bn: torch.nn.BatchNorm2d) -> float:
+    if bn.momentum is not None:
+        return float(bn.momentum)
+    return 1.0 / float(bn.num_batches_tracked.item())  # cumulative average
+
+
+def bn_training(bn: torch.nn.BatchNorm2d) -> bool:
+    """Does ``bn`` normalise with batch statistics (as nn.BatchNorm2d decides)?"""
+    return bn.training or bn.running_mean is None
+
+
+def bn_coefficients(g_sum, gx_sum, mean, invstd, scale, count, training):
+    """From sum(g), sum(g*x): (d weight, d bias, A, B) with dx = g*scale + A + B*x.
+    In training the batch mean/variance depend on x, which A and B carry."""
+    g_xhat = invstd * (gx_sum - mean * g_sum)
+    if not training:
+        z = torch.zeros_like(g_sum)
+        return g_xhat, g_sum, z, z
+    b = -scale * invstd * g_xhat / count
+    a = -scale * g_sum / count - b * mean
+    return g_xhat, g_sum, a, b
+
+
+def finalize(psum, psumsq, count, bn, training):
+    """bn_finalize with ``bn``'s parameters and running stats (num_batches_tracked
+    counted as nn.BatchNorm2d does): (mean, invstd, scale, shift)."""
+    if training and bn.running_mean is not None:
+        bn.num_batches_tracked.add_(1)
+    rm = bn.running_mean if bn.running_mean is not None else psum.new_zeros(bn.num_features)
+    rv = bn.running_var if bn.running_var is not None else psum.new_ones(bn.num_features)
+    w = bn.weight if bn.weight is not None else psum.new_ones(bn.num_features)
+    b = bn.bias if bn.bias is not None else psum.new_zeros(bn.num_features)
+    if not training:
+        psum = psumsq = psum.new_zeros(1, bn.num_features)
+    return bn_finalize(psum, psumsq, float(count), w.detach(), b.detach(), rm, rv,
+                       _momentum(bn) if training else 0.0, float(bn.eps), training,
+                       bn.running_mean is not None)
+
+
+def empty_f32(device) -> torch.Tensor:
+    """The empty tensor that switches a kernel's optional operand off."""
+    return torch.empty(0, device=device, dtype=torch.float32)
+
+
+class _BNAct(torch.autograd.Function):
+    """Batch norm + activation on NHWC x [N, H, W, C]."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, bn, act):
+        N, H, W, C = x.shape
+        x2d = x.reshape(-1, C)
+        training = bn_training(bn)
+        if training:
+            psum, psumsq = channel_stats(x2d, L.deterministic_stats())
+        else:
+            psum = psumsq = empty_f32(x.device)
+        mean, invstd, scale, shift = finalize(psum, psumsq, x2d.shape[0], bn, training)
+        y = affine_act(x2d, scale, shift, act)
+        ctx.save_for_backward(x, mean, invstd, scale, shift)
+        ctx.act, ctx.training = act, training
+        return y.view(N, H, W, C)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, mean, invstd, scale, shift = ctx.saved_tensors
+        C = x.shape[-1]
+        dy2 = dy.reshape(-1, C).to(x.dtype)
+        g_sum, gx_sum = bn_act_bwd_reduce(dy2, x.reshape(-1, C), scale, shift, ctx.act)
+        dw, db, a, b = bn_coefficients(g_sum, gx_sum, mean, invstd, scale,
+                                       float(dy2.shape[0]), ctx.training)
+        dx = bn_act_bwd_apply(dy.to(x.dtype), x, scale, shift, a, b,
+                              torch.empty(0, device=x.device, dtype=torch.int8),
+                              list(x.shape), ctx.act)
+        return dx, dw, db, None, None
+
+
+# -- the op ------------------------------------------------------------------
+@dispatch.register("bn_act", "triton")
+def bn_act(x: torch.Tensor, bn: torch.nn.BatchNorm2d, act: str = "gelu") -> torch.Tensor:
+    """Triton batch norm + activation; x is NCHW-shaped (any memory format),
+    the result is NCHW-shaped in channels_last memory."""
+    y = _BNAct.apply(L.nhwc(x), bn.weight, bn.bias, bn, act)
+    return y.permute(0, 3, 1, 2)
+
+
+from dawnbench_fast.kernels import costs as _costs  # noqa: E402,F401  (registers FLOP/byte formulas)
