@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dawnbench_fast.roofline.peaks import GPU_TABLE, Peaks, resolve_peaks
+from dawnbench_fast.roofline.peak_choice import resolve_peaks
+from dawnbench_fast.roofline.peaks import GPU_TABLE, Peaks
 from dawnbench_fast.roofline.text_report import si
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dawnbench_fast.roofline.cost_table import CostTable
 from dawnbench_fast.roofline.trace_args import broadcast, itemsize, numel, tensor_args, tensor_bytes
+from dawnbench_fast.vocabulary import ACTIVATIONS
 
 COSTS = CostTable()  # registered by roofline.registry
 
@@ -22,22 +23,24 @@ ARITHMETIC: dict[str, float] = {
     "maximum": 1, "minimum": 1, "fmod": 1, "remainder": 1, "floor": 1, "ceil": 1,
     "round": 1, "trunc": 1, "frac": 1, "clamp": 2, "clamp_min": 1, "clamp_max": 1,
     "addcmul": 2, "addcdiv": 2, "lerp": 2, "xlogy": 2,
-    # activations
-    "relu": 1, "threshold": 1, "leaky_relu": 2, "hardtanh": 2, "relu6": 2,
+    # activations the vocabulary does not define (relu, gelu, silu: below)
+    "threshold": 1, "leaky_relu": 2, "hardtanh": 2, "relu6": 2,
     "sigmoid": 3,  # exp, add, reciprocal
     "tanh": 1,
-    "gelu": 5,  # 0.5 * x * (1 + erf(x / sqrt(2))): mul, erf, add, mul, mul
-    "silu": 4,  # x * sigmoid(x)
     "mish": 6, "elu": 3, "selu": 4, "softplus": 3, "hardswish": 4, "hardsigmoid": 3,
     # backward of activations: grad * derivative
-    "threshold_backward": 1,
     "sigmoid_backward": 3,
     "tanh_backward": 3,
-    "gelu_backward": 11,  # derivative: erf, exp, 5 arithmetic; times grad
-    "silu_backward": 7,
     "hardtanh_backward": 2, "leaky_relu_backward": 2, "elu_backward": 3,
     "hardswish_backward": 4, "softplus_backward": 4, "mish_backward": 9,
 }
+# The model's activations count as the vocabulary says, so that aten's ops and
+# our fused kernels count one activation the same. relu's backward is aten's
+# threshold_backward.
+for _act in ACTIVATIONS.values():
+    if _act.name != "identity":
+        ARITHMETIC[_act.name] = _act.flops
+        ARITHMETIC["threshold_backward" if _act.name == "relu" else f"{_act.name}_backward"] = _act.grad_flops
 
 # comparisons and logic: 1 FLOP-like op per element, bool output
 COMPARE = {"eq", "ne", "lt", "le", "gt", "ge", "logical_not", "logical_and", "logical_or",

@@ -1,6 +1,6 @@
 """Device peaks: a table of datacenter GPUs (dense figures from NVIDIA's
-datasheets), detection of the device, CPU peaks measured on this machine
-(:mod:`cpu_peaks`), and a user override file.
+datasheets), detection of the device, and a user override file. CPU peaks
+measured on this machine are :mod:`cpu_peaks`; :mod:`peak_choice` picks one.
 
 Units inside the tool: FLOP/s and bytes/s. Precision keys: ``fp32`` (CUDA
 cores / CPU vector units), ``tf32``, ``fp16``, ``bf16`` (tensor cores / CPU
@@ -165,31 +165,3 @@ def load_peaks_file(path: str | pathlib.Path) -> Peaks:
                          "bandwidth_tbs/bandwidth_gbs (or a 'base' table entry)")
     kind = data.get("kind", base.kind if base else "gpu")
     return Peaks(data.get("name", base.name if base else p.stem), flops, bw, kind, source)
-
-
-def resolve_peaks(device: str | None = None, peaks_file: str | None = None,
-                  on_gpu: bool = False, trace_devices: list | None = None) -> Peaks:
-    """Pick the peaks for a report: an override file first, then ``device``
-    (a table name or ``"cpu"``), then the GPU named in the trace, then the
-    GPU of this machine, else this CPU's measured peaks."""
-    if peaks_file:
-        return load_peaks_file(peaks_file)
-    if device:
-        if device.lower().split(":")[0] == "cpu":
-            from dawnbench_fast.roofline.cpu_peaks import cpu_peaks
-
-            return cpu_peaks()
-        return table_entry(device)
-    if on_gpu:
-        for props in trace_devices or []:
-            p = match_gpu(str(props.get("name", "")), props.get("totalGlobalMem"))
-            if p is not None:
-                return p
-        p = detect_gpu()
-        if p is not None:
-            return p
-        raise ValueError("the trace holds GPU kernels but names no GPU in the peak table; "
-                         "pass --device NAME or --peaks FILE")
-    from dawnbench_fast.roofline.cpu_peaks import cpu_peaks
-
-    return cpu_peaks()

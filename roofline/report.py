@@ -22,7 +22,8 @@ from dataclasses import asdict, dataclass, field
 from dawnbench_fast.roofline import registry
 from dawnbench_fast.roofline.analysis import Attribution, Unit, attribute, display_name
 from dawnbench_fast.roofline.ncu import NcuKernel
-from dawnbench_fast.roofline.peaks import Peaks, resolve_peaks
+from dawnbench_fast.roofline.peak_choice import resolve_peaks
+from dawnbench_fast.roofline.peaks import Peaks
 from dawnbench_fast.roofline.trace import Trace, load_trace
 from dawnbench_fast.roofline.trace_args import precision_of
 from dawnbench_fast.vocabulary import DTYPE_BYTES
@@ -160,7 +161,40 @@ def report_from_attribution(
     attr: Attribution, peaks: Peaks, source: str, *, ncu: Iterable[NcuKernel] | None = None,
     steps: int | None = None, wall_s: float | None = None,
 ) -> Report:
+    """The report of an attributed trace: one row per (op, shapes, dtypes),
+    the uncounted time, the host overhead and the step's totals."""
+    rows, uncounted, counted_units = _rows(attr)
     ncu_by_name = _ncu_means(ncu)
+    if ncu_by_name:
+        _attach_measured(rows, counted_units, ncu_by_name)
+
+    counted_time = sum(r.time_us for r in rows.values())
+    uncounted_time = sum(d["time_us"] for d in uncounted.values())
+    op_time = counted_time + uncounted_time
+    for r in rows.values():
+        r.finish(peaks, op_time)
+    row_list = sorted(rows.values(), key=lambda r: -r.time_us)
+    unc_list = sorted(uncounted.values(), key=lambda d: -d["time_us"])
+    for d in unc_list:
+        d["share"] = d["time_us"] / op_time if op_time else 0.0
+    ovh_list = sorted(
+        ({"name": n, "time_us": t} for n, t in attr.overhead.items() if t > 0),
+        key=lambda d: -d["time_us"],
+    )
+    kernels = _kernel_rows(attr) if attr.on_gpu else []
+    totals = _totals(row_list, peaks, counted_time, uncounted_time, steps, wall_s)
+    totals["overhead_time_us"] = sum(d["time_us"] for d in ovh_list)
+    warnings = []
+    if not attr.has_shapes:
+        warnings.append("the trace has no input shapes: record it with "
+                        "torch.profiler.profile(record_shapes=True)")
+    return Report(source, peaks, "device" if attr.on_gpu else "host", steps, row_list, unc_list,
+                  ovh_list, kernels, totals, warnings)
+
+
+def _rows(attr: Attribution) -> tuple[dict[tuple, Row], dict[str, dict], list[Unit]]:
+    """Counted units summed into rows keyed by (op, shapes, dtypes); the
+    uncounted ops and unlinked kernels by name; the counted units."""
     rows: dict[tuple, Row] = {}
     uncounted: dict[str, dict] = {}
     counted_units: list[Unit] = []
@@ -199,25 +233,15 @@ def report_from_attribution(
         d = uncounted.setdefault(name, {"name": name, "calls": 0, "time_us": 0.0})
         d["calls"] += 1
         d["time_us"] += k.dur
+    return rows, uncounted, counted_units
 
-    if ncu_by_name:
-        _attach_measured(rows, counted_units, ncu_by_name)
 
-    counted_time = sum(r.time_us for r in rows.values())
-    uncounted_time = sum(d["time_us"] for d in uncounted.values())
+def _totals(
+    row_list: list[Row], peaks: Peaks, counted_time: float, uncounted_time: float,
+    steps: int | None, wall_s: float | None,
+) -> dict:
+    """The step's totals (all but the overhead time, which the caller adds)."""
     op_time = counted_time + uncounted_time
-    for r in rows.values():
-        r.finish(peaks, op_time)
-    row_list = sorted(rows.values(), key=lambda r: -r.time_us)
-    unc_list = sorted(uncounted.values(), key=lambda d: -d["time_us"])
-    for d in unc_list:
-        d["share"] = d["time_us"] / op_time if op_time else 0.0
-    ovh_list = sorted(
-        ({"name": n, "time_us": t} for n, t in attr.overhead.items() if t > 0),
-        key=lambda d: -d["time_us"],
-    )
-    kernels = _kernel_rows(attr) if attr.on_gpu else []
-
     flops = sum(r.flops for r in row_list)
     nbytes = sum(r.bytes for r in row_list)
     mm_flops = sum(r.matmul_flops for r in row_list)
@@ -235,7 +259,7 @@ def report_from_attribution(
         "counted_time_us": counted_time,
         "uncounted_time_us": uncounted_time,
         "coverage": counted_time / op_time if op_time else 0.0,
-        "overhead_time_us": sum(d["time_us"] for d in ovh_list),
+        "overhead_time_us": 0.0,
         "flops": flops,
         "matmul_conv_flops": mm_flops,
         "other_flops": flops - mm_flops,
@@ -262,12 +286,7 @@ def report_from_attribution(
         totals["op_time_per_step_us"] = op_time / steps
         if wall_s:
             totals["wall_time_per_step_us"] = wall_s * 1e6 / steps
-    warnings = []
-    if not attr.has_shapes:
-        warnings.append("the trace has no input shapes: record it with "
-                        "torch.profiler.profile(record_shapes=True)")
-    return Report(source, peaks, "device" if attr.on_gpu else "host", steps, row_list, unc_list,
-                  ovh_list, kernels, totals, warnings)
+    return totals
 
 
 def _kernel_rows(attr: Attribution) -> list[dict]:

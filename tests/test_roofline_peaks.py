@@ -8,11 +8,11 @@ import json
 import pytest
 
 from dawnbench_fast.roofline import cpu_peaks as cpu_peaks_mod
+from dawnbench_fast.roofline.peak_choice import resolve_peaks
 from dawnbench_fast.roofline.peaks import (
     GPU_TABLE,
     load_peaks_file,
     match_gpu,
-    resolve_peaks,
     table_entry,
 )
 
