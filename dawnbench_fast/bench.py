@@ -1,6 +1,10 @@
-"""DAWNBench metrics and reports: time-to-accuracy, training cost, one-image
-inference latency and cost, the per-epoch TSV, the submission JSONs and a
-run.json with everything that makes the run reproducible.
+"""DAWNBench metrics and reports: training and inference cost, the per-epoch
+TSV, the submission JSONs, run.json (everything that makes a run reproducible;
+its keys are documented in docs/RUN_JSON.md) and the console report.
+
+The measurements themselves (the time-to-accuracy clock, one-image latency)
+are taken by dawnbench_fast.train; this module only turns them into files
+and text, for any recipe.
 
 All files are written atomically (temporary name in the same folder, then
 rename), so a killed run never leaves a half-written report.
@@ -8,6 +12,7 @@ rename), so a killed run never leaves a half-written report.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import platform
@@ -16,17 +21,19 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import torch
 
-from dawnbench_fast.train import EpochRow
+from dawnbench_fast.train import EpochRow, LoopResult
 
 CODE_URL = "https://github.com/dawnbench-fast/dawnbench_fast"
+# Bumped when a run.json key changes meaning or goes away (docs/RUN_JSON.md).
+RUN_JSON_SCHEMA_VERSION = 1
 
 
 @contextmanager
@@ -50,28 +57,6 @@ def write_text(path: Path, text: str) -> None:
 
 def write_json(path: Path, obj: object) -> None:
     write_text(path, json.dumps(obj, indent=2, default=str) + "\n")
-
-
-# ---------------------------------------------------------------------------
-# Latency
-# ---------------------------------------------------------------------------
-
-
-@torch.no_grad()
-def one_image_latency(
-    predict, images: torch.Tensor, n: int, device: torch.device
-) -> tuple[float, int]:
-    """DAWNBench inference latency: classify ``n`` images one at a time;
-    returns (mean milliseconds per image, images timed). Every prediction is
-    read back to the host, as a serving loop would."""
-    n = min(n, len(images))
-    predict(images[:1]).argmax(1).item()  # first-call costs stay out
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    t0 = time.perf_counter()
-    for i in range(n):
-        predict(images[i : i + 1]).argmax(1).item()
-    return (time.perf_counter() - t0) * 1000.0 / n, n
 
 
 # ---------------------------------------------------------------------------
@@ -114,7 +99,8 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-")
 
 
-def environment(device: torch.device) -> dict[str, object]:
+def environment(device: torch.device, entry: str) -> dict[str, object]:
+    """Where and with what a run ran; ``entry`` is the module run with -m."""
     from dawnbench_fast import __version__
 
     versions = {"dawnbench_fast": __version__, "python": platform.python_version(),
@@ -131,7 +117,7 @@ def environment(device: torch.device) -> dict[str, object]:
         "hardware": hardware_description(device),
         "cpu": cpu_model(),
         "threads": torch.get_num_threads(),
-        "command": [sys.executable, "-m", "dawnbench_fast.cifar", *sys.argv[1:]],
+        "command": [sys.executable, "-m", entry, *sys.argv[1:]],
         "platform": platform.platform(),
     }
 
@@ -179,9 +165,79 @@ def inference_json(base: dict, latency_ms: float, top1: float, cost_per_hour: fl
     out = dict(base)
     out.pop("logFilename", None)
     out["latency"] = latency_ms
-    out["cost"] = None if cost_per_hour is None else cost_per_hour * latency_ms / 3.6e6
+    out["cost"] = inference_cost(latency_ms, cost_per_hour)
     out["top1Accuracy"] = round(100 * top1, 2)
     return out
+
+
+def write_submission(run_dir: Path, stem: str, base: dict, rows: list[EpochRow], *,
+                     latency_ms: float | None, inference_top1: float, cost_per_hour: float | None,
+                     inference_misc: dict) -> float | None:
+    """Write one run's DAWNBench files: the TSV, the training JSON ``base``
+    and, when a latency was measured, the inference JSON (its misc: base's
+    plus ``inference_misc`` and the cost per 10,000 images). Returns the
+    inference cost per image (None without a latency or a price)."""
+    write_text(run_dir / f"{stem}.tsv", tsv_text(rows, top5=any(r.top5 is not None for r in rows)))
+    write_json(run_dir / f"{stem}.json", base)
+    if latency_ms is None:
+        return None
+    inf = inference_json(base, latency_ms, inference_top1, cost_per_hour)
+    inf["misc"] = {**base["misc"], **inference_misc,
+                   "cost_per_10000_images": None if inf["cost"] is None else inf["cost"] * 1e4}
+    write_json(run_dir / f"{stem}_inference.json", inf)
+    return inf["cost"]
+
+
+# ---------------------------------------------------------------------------
+# Cost
+# ---------------------------------------------------------------------------
+
+
+def train_cost(seconds: float | None, cost_per_hour: float | None) -> float | None:
+    """USD for ``seconds`` of training at ``cost_per_hour`` (None if either is unknown)."""
+    return None if (seconds is None or cost_per_hour is None) else seconds / 3600 * cost_per_hour
+
+
+def inference_cost(latency_ms: float, cost_per_hour: float | None) -> float | None:
+    """USD per image classified in ``latency_ms`` (None without a price)."""
+    return None if cost_per_hour is None else cost_per_hour * latency_ms / 3.6e6
+
+
+# ---------------------------------------------------------------------------
+# run.json
+# ---------------------------------------------------------------------------
+
+
+def run_summary(*, seed: int, result: LoopResult, cost_per_hour: float | None,
+                latency_ms: float | None, latency_images: int | None, inference_top1: float,
+                inference_cost_per_image: float | None, phases: dict[str, float],
+                splits: dict[str, float], extra: dict | None = None) -> dict:
+    """run.json's ``result``: one run's outcome (docs/RUN_JSON.md). ``extra``
+    holds a recipe's own keys (the CIFAR recipe: conv_wgrad_methods)."""
+    tta_s = result.tta_seconds
+    return {
+        "seed": seed,
+        "final_top1": result.final.top1,
+        "reached_target": tta_s is not None,
+        "tta_seconds": tta_s,
+        "tta_epoch": result.tta_epoch,
+        "train_cost_usd": train_cost(tta_s, cost_per_hour),
+        "latency_ms": latency_ms,
+        "latency_images": latency_images,
+        "inference_top1": inference_top1,
+        "inference_cost_usd_per_image": inference_cost_per_image,
+        "phases_seconds": dict(phases),
+        "train_split_seconds": dict(splits),
+        **(extra or {}),
+        "epochs": [dataclasses.asdict(r) | {"hours": r.hours} for r in result.rows],
+    }
+
+
+def run_json(*, env: dict, config: dict, backend: str, ops: dict, data: dict, result: dict) -> dict:
+    """The whole run.json: schema version, ``environment()``, the resolved
+    config, the kernels that served each op, the data's origin, the result."""
+    return {"schema_version": RUN_JSON_SCHEMA_VERSION, **env, "config": config,
+            "kernels_backend": backend, "ops": ops, "data": data, "result": result}
 
 
 # ---------------------------------------------------------------------------
@@ -212,3 +268,69 @@ def fmt_seconds(s: float | None) -> str:
 
 def fmt_cost(usd: float | None) -> str:
     return "n/a (pass --cost-per-hour)" if usd is None else f"${usd:.4f}"
+
+
+# ---------------------------------------------------------------------------
+# Console report
+# ---------------------------------------------------------------------------
+
+
+def run_line(s: dict, target: float) -> str:
+    """One finished run, one line: ``seed 0: final top-1 94.10%, time to 94.00%: ...``."""
+    return (f"seed {s['seed']}: final top-1 {100 * s['final_top1']:.2f}%, time to "
+            f"{100 * target:.2f}%: {fmt_seconds(s['tta_seconds'])}")
+
+
+def report_text(runs: list[dict], cfg: Any, cost_per_hour: float | None, hardware: str,
+                backend: str, dataset: str = "CIFAR-10") -> str:
+    """The summary printed after the runs (``runs``: run.json ``result``s;
+    ``cfg``: the recipe's config, read for ``precision`` and ``target``)."""
+    rows = []
+    for s in runs:
+        lat = "-" if s["latency_ms"] is None else f"{s['latency_ms']:.3f}"
+        rows.append([str(s["seed"]), f"{100 * s['final_top1']:.2f}",
+                     "-" if s["tta_seconds"] is None else f"{s['tta_seconds']:.1f}",
+                     str(s["tta_epoch"] or "-"), fmt_cost(s["train_cost_usd"]), lat])
+    lines = [f"\nDAWNBench {dataset} report: {hardware}, kernels={backend}, "
+             f"precision={cfg.precision}, target {100 * cfg.target:.2f}% top-1",
+             table(["seed", "top-1 %", "TTA s", "epoch", "train cost", "latency ms"], rows)]
+    lines += _outcome_lines(runs, cost_per_hour)
+    lines.append("\nwhere the time goes (mean seconds per run; the clock = init + train + decide_eval):")
+    lines.append(table(["phase", "seconds"],
+                       [[k, f"{mean_std(v)[0]:.2f}"] for k, v in _phase_seconds(runs).items()]))
+    return "\n".join(lines)
+
+
+def _outcome_lines(runs: list[dict], cost_per_hour: float | None) -> list[str]:
+    """Accuracy mean +- std, time and cost to the target, latency and its cost."""
+    accs = [100 * s["final_top1"] for s in runs]
+    reached = [s["tta_seconds"] for s in runs if s["tta_seconds"] is not None]
+    m, sd = mean_std(accs)
+    lines = [f"\nfinal top-1: {m:.2f} +- {sd:.2f}% over {len(runs)} run(s); "
+             f"reached target: {len(reached)}/{len(runs)}"]
+    if reached:
+        tm, tsd = mean_std(reached)
+        lines.append(f"time to target (runs that reached it): {tm:.1f} +- {tsd:.1f} s")
+        if cost_per_hour is not None:
+            lines.append(f"training cost: ${train_cost(tm, cost_per_hour):.4f} per run")
+    lat = [s["latency_ms"] for s in runs if s["latency_ms"] is not None]
+    if lat:
+        lm, _ = mean_std(lat)
+        per_image = inference_cost(lm, cost_per_hour)
+        cost = "" if per_image is None else (
+            f"; inference cost ${per_image:.3e}/image, ${per_image * 1e4:.4f} per 10,000")
+        lines.append(f"one-image latency: {lm:.3f} ms (top-1 {100 * runs[-1]['inference_top1']:.2f}%)"
+                     + cost)
+    return lines
+
+
+def _phase_seconds(runs: list[dict]) -> dict[str, list[float]]:
+    """Phase -> its seconds in each run; the step's splits indented under train."""
+    ph: dict[str, list[float]] = {}
+    for s in runs:
+        for k, v in s["phases_seconds"].items():
+            ph.setdefault(k, []).append(v)
+    for s in runs:
+        for k, v in s["train_split_seconds"].items():
+            ph.setdefault(f"  train: {k}", []).append(v)
+    return ph

@@ -6,19 +6,27 @@ includes model init (e.g. whitening), every training step, and the evaluation
 that decides the target was reached. Evaluations done only for the log are
 timed separately and excluded, as are data loading and warm-up (reported as
 their own phases, never hidden). On CUDA every reading synchronises the device.
+
+A recipe plugs in as a :class:`Task` (build the model, yield an epoch's
+batches, take one step, evaluate with or without its test-time augmentation);
+its config is a :class:`LoopConfig` that knows how to build its task, which is
+how :func:`loss_trajectory` runs any recipe without importing it.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
+from itertools import islice
+from typing import Any, Protocol
 
 import nvtx
 import torch
 
 NVTX_DOMAIN = "dawnbench"
+Predict = Callable[[torch.Tensor], torch.Tensor]  # images -> logits
 
 
 def _sync(device: torch.device) -> None:
@@ -119,14 +127,6 @@ def run_epochs(
     return res
 
 
-def loss_trajectory(config, steps: int, device: str | torch.device = "cpu") -> list[float]:
-    """Per-example losses of the first ``steps`` training steps of a recipe's
-    config (the CIFAR recipe today), for comparing kernel backends."""
-    from dawnbench_fast.cifar import loss_trajectory as cifar_losses
-
-    return cifar_losses(config, steps, device)
-
-
 class Splits:
     """Seconds per part of a training step (augment, forward, backward,
     optimizer), summed over a run. Only on the CPU, where reading the clock is
@@ -146,3 +146,212 @@ class Splits:
             now = time.perf_counter()
             self.seconds[name] = self.seconds.get(name, 0.0) + now - self._t
             self._t = now
+
+
+# ---------------------------------------------------------------------------
+# What a recipe provides
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepLoss:
+    """One step's loss summed over its batch, still on the device: reading it
+    (``per_example``) synchronises, so the loop reads it only when it shows it."""
+
+    total: torch.Tensor
+    examples: int
+
+    def per_example(self) -> float:
+        return self.total.item() / self.examples
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Test accuracy of one evaluation; ``note`` names its views in the log
+    (the CIFAR recipe writes ``tta_level 2``)."""
+
+    top1: float
+    top5: float | None
+    tta: bool  # test-time augmentation was used
+    note: str
+
+
+class LoopConfig(Protocol):
+    """The fields of a recipe's config that the loop reads, and its task."""
+
+    epochs: int
+    eval_every: int  # evaluate every N epochs for the log (0: the final one only)
+    target: float
+    log_eval_tta: bool  # TTA in the log evaluations too, not only the final one
+    seed: int
+
+    def build_task(self, device: torch.device) -> Task:
+        """Load the data and build the recipe's task on ``device``."""
+        ...
+
+
+class Task(Protocol):
+    """One training run of a recipe, as the loop drives it.
+
+    ``epoch_batches(epoch)`` yields tuples of ``train_step``'s arguments; the
+    task keeps its own model, optimisers and step counter."""
+
+    cfg: LoopConfig
+    device: torch.device
+    total_steps: int
+    splits: Splits  # seconds per part of the step, for the report
+
+    def init_model(self) -> None:
+        """Build the model from the seed (inside the clock: e.g. whitening)."""
+        ...
+
+    def epoch_batches(self, epoch: int) -> Iterator[tuple[Any, ...]]: ...
+
+    def train_step(self, *batch: Any) -> StepLoss: ...
+
+    def evaluate(self, tta: bool, max_batches: int | None = None) -> Evaluation:
+        """Test accuracy of the current model, with the recipe's TTA or plain."""
+        ...
+
+    def predictor(self, tta: bool) -> AbstractContextManager[tuple[Predict, torch.Tensor]]:
+        """Context (no grad, the recipe's precision) yielding the deployed
+        model's ``predict(images) -> logits`` and the test images, for latency."""
+        ...
+
+
+# ---------------------------------------------------------------------------
+# Driving a task
+# ---------------------------------------------------------------------------
+
+
+def batches_forever(task: Task) -> Iterator[tuple[Any, ...]]:
+    """The task's batches, epoch after epoch, for step-counted runs (profiles,
+    loss trajectories). Lazy: a batch is made when it is asked for."""
+    epoch = 0
+    while True:
+        yield from task.epoch_batches(epoch)
+        epoch += 1
+
+
+def train_epoch(task: Task, epoch: int, progress: Any = None) -> None:
+    """Every step of one epoch; each an nvtx range so Nsight names it."""
+    for batch in task.epoch_batches(epoch):
+        with nvtx.annotate("train_step", domain=NVTX_DOMAIN):
+            loss = task.train_step(*batch)
+        if progress is not None:
+            progress.update(1)
+            progress.set_postfix(epoch=epoch + 1, loss=f"{loss.per_example():.3f}")
+
+
+def warm_up(task: Task) -> None:
+    """A throwaway task runs two steps and one evaluation batch so that one-off
+    costs (kernel selection, JIT compilation, allocator growth) stay out of
+    the clock. Its weights are discarded with it."""
+    task.init_model()
+    for k, batch in enumerate(task.epoch_batches(0)):
+        task.train_step(*batch)
+        if k == 1:
+            break
+    task.evaluate(tta=True, max_batches=1)
+
+
+def eval_line(seed: int, epoch: int, epochs: int, ev: Evaluation, clock: float) -> str:
+    """The log line of one evaluation (the console format users and scripts read)."""
+    top5 = "" if ev.top5 is None else f", top-5 {100 * ev.top5:.2f}%"
+    return (f"seed {seed} epoch {epoch + 1}/{epochs}: test top-1 {100 * ev.top1:.2f}%{top5} "
+            f"({ev.note}), train clock {clock:.1f} s")
+
+
+def train(task: Task, phases: Phases, *, warm_up_task: Callable[[], Task] | None = None,
+          progress: bool = True, target_metric: str = "top1") -> LoopResult:
+    """Warm up on a throwaway task (timed as ``warmup``, outside the clock),
+    then run ``task`` under the clock: the final evaluation with TTA, the log
+    ones with it only if ``cfg.log_eval_tta``."""
+    if warm_up_task is not None:
+        with phases.timed("warmup"):
+            warm_up(warm_up_task())
+    cfg = task.cfg
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=task.total_steps, desc=f"seed {cfg.seed}", unit="step", leave=False)
+
+    def do_eval(epoch: int, final: bool) -> tuple[float, float | None, bool]:
+        ev = task.evaluate(tta=final or cfg.log_eval_tta)
+        clock = phases.seconds["init"] + phases.seconds["train"]
+        line = eval_line(cfg.seed, epoch, cfg.epochs, ev, clock)
+        if bar is not None:
+            bar.write(line)
+        else:
+            print(line, flush=True)
+        return ev.top1, ev.top5, ev.tta
+
+    result = run_epochs(
+        epochs=cfg.epochs, init=task.init_model, train_epoch=lambda e: train_epoch(task, e, bar),
+        evaluate=do_eval, eval_every=cfg.eval_every, target=cfg.target, phases=phases,
+        target_metric=target_metric,
+    )
+    if bar is not None:
+        bar.close()
+    return result
+
+
+def loss_trajectory(config: LoopConfig, steps: int, device: str | torch.device = "cpu") -> list[float]:
+    """Per-example training loss of the first ``steps`` steps of a recipe's
+    config (no eval, no warm-up): for comparing kernel backends on the same
+    seed and data."""
+    task = config.build_task(torch.device(device))
+    task.init_model()
+    return [task.train_step(*batch).per_example() for batch in islice(batches_forever(task), steps)]
+
+
+# ---------------------------------------------------------------------------
+# Measurements on a trained model
+# ---------------------------------------------------------------------------
+
+
+def batched(inputs: torch.Tensor, labels: torch.Tensor,
+            batch_size: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """(inputs, labels) batches of an in-memory test set, in order."""
+    for i in range(0, len(inputs), batch_size):
+        yield inputs[i : i + batch_size], labels[i : i + batch_size]
+
+
+@torch.no_grad()
+def accuracy(predict: Predict,
+             batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
+             top5: bool = False) -> tuple[float, float | None]:
+    """(top-1, top-5 or None) of ``predict``'s logits over (inputs, labels)
+    batches. ``predict`` carries the test-time augmentation, if any."""
+    correct = correct5 = total = 0
+    for x, y in batches:
+        logits = predict(x)
+        correct += (logits.argmax(1) == y).sum().item()
+        if top5:
+            correct5 += (logits.topk(5, 1).indices == y[:, None]).any(1).sum().item()
+        total += len(y)
+    return correct / total, (correct5 / total if top5 else None)
+
+
+@torch.no_grad()
+def one_image_latency(
+    predict: Predict, images: torch.Tensor, n: int, device: torch.device
+) -> tuple[float, int]:
+    """DAWNBench inference latency: classify ``n`` images one at a time;
+    returns (mean milliseconds per image, images timed). Every prediction is
+    read back to the host, as a serving loop would."""
+    n = min(n, len(images))
+    predict(images[:1]).argmax(1).item()  # first-call costs stay out
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    t0 = time.perf_counter()
+    for i in range(n):
+        predict(images[i : i + 1]).argmax(1).item()
+    return (time.perf_counter() - t0) * 1000.0 / n, n
+
+
+def measure_latency(task: Task, tta: bool, n: int) -> tuple[float, int]:
+    """One-image latency of ``task``'s deployed model over ``n`` test images."""
+    with task.predictor(tta) as (predict, images):
+        return one_image_latency(predict, images, n, task.device)

@@ -1,0 +1,103 @@
+"""What every trainer's command line shares: argparse that fails in one line,
+the execution and report flags, their checks, and the guard that turns a
+user's mistake into ``prog: error: ...`` and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from dawnbench_fast import dispatch
+from dawnbench_fast.overrides import ConfigError
+
+# Errors that are the user's to fix: one line on stderr, exit 2.
+USER_ERRORS: tuple[type[BaseException], ...] = (ConfigError, dispatch.KernelsUnavailable)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad flag or value is one line on stderr and exit 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        sys.stderr.write(f"{self.prog}: error: {message} (see --help)\n")
+        sys.exit(2)
+
+
+def add_training_args(p: argparse.ArgumentParser, d: Any) -> None:
+    """--epochs, --batch-size, --seed, --runs, --target, --eval-every, --set,
+    --show-config; defaults from the recipe's default config ``d``."""
+    g = p.add_argument_group("training")
+    g.add_argument("--epochs", type=int, default=d.epochs, help="training epochs")
+    g.add_argument("--batch-size", type=int, default=d.batch_size, help="training batch size")
+    g.add_argument("--seed", type=int, default=d.seed, help="seed of the (first) run")
+    g.add_argument("--runs", type=int, default=1, metavar="N",
+                   help="run seeds seed..seed+N-1 and report mean +- std")
+    g.add_argument("--target", type=float, default=d.target, help="test top-1 accuracy target")
+    g.add_argument("--eval-every", type=int, default=d.eval_every, metavar="N",
+                   help="evaluate every N epochs for the log (0 = final epoch only)")
+    g.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="override any recipe field (see --show-config), e.g. --set lr_filters=0.2")
+    g.add_argument("--show-config", action="store_true", help="print the resolved config and exit")
+
+
+def add_execution_args(p: argparse.ArgumentParser, d: Any) -> None:
+    """--device, --kernels, --threads, --no-progress; defaults from ``d``."""
+    g = p.add_argument_group("execution")
+    g.add_argument("--device", default=d.device, help="auto, cpu, cuda or cuda:N")
+    g.add_argument("--kernels", default=d.kernels, choices=dispatch.KERNEL_CHOICES,
+                   help="which implementation of our custom ops to use (torch = reference)")
+    g.add_argument("--threads", type=int, default=d.threads,
+                   help="CPU threads for PyTorch and numba (0 = all cores)")
+    g.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def add_report_args(p: argparse.ArgumentParser, out: str) -> None:
+    """Where the DAWNBench files go and what they say; latency, saving, profiling."""
+    g = p.add_argument_group("report")
+    g.add_argument("--out", default=out, help="folder for the TSV, JSON and run.json files")
+    g.add_argument("--cost-per-hour", type=float, default=None, metavar="USD",
+                   help="instance price, for training and inference cost")
+    g.add_argument("--latency-images", type=int, default=10_000, metavar="N",
+                   help="test images classified one at a time for the latency (0 = skip)")
+    g.add_argument("--latency-tta", action="store_true",
+                   help="measure latency with the run's test-time augmentation")
+    g.add_argument("--author", default="dawnbench_fast", help="author field and file-name prefix")
+    g.add_argument("--email", default="", help="authorEmail field")
+    g.add_argument("--hardware-tag", default=None,
+                   help="hardware part of the file names (default: from the device)")
+    g.add_argument("--save-model", metavar="PATH",
+                   help="save the final weights (with --runs N: PATH gets _seedK)")
+    g.add_argument("--profile-steps", type=int, default=0, metavar="N",
+                   help="instead of training, profile N training steps and write a "
+                   "roofline report into OUT/profile")
+
+
+def check_run_args(a: argparse.Namespace) -> None:
+    """The shared flags' ranges (argparse checks only their types)."""
+    for flag, value, low in (("--runs", a.runs, 1), ("--latency-images", a.latency_images, 0),
+                             ("--profile-steps", a.profile_steps, 0)):
+        if value < low:
+            raise ConfigError(f"{flag} {value}: must be >= {low}")
+    if a.cost_per_hour is not None and a.cost_per_hour < 0:
+        raise ConfigError(f"--cost-per-hour {a.cost_per_hour}: must be >= 0")
+
+
+def json_dumps(obj: object) -> str:
+    """Indented JSON, anything unusual as its str (paths, devices): --show-config."""
+    return json.dumps(obj, indent=2, default=str)
+
+
+def guarded(prog: str, command: Callable[[], int],
+            errors: tuple[type[BaseException], ...] = USER_ERRORS) -> int:
+    """Run ``command``; a user error (``errors``) is one line and exit 2, ^C is exit 130."""
+    try:
+        return command()
+    except errors as e:
+        sys.stderr.write(f"{prog}: error: {e}\n")
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write(f"{prog}: interrupted\n")
+        return 130

@@ -1,0 +1,82 @@
+"""Recipe configs from the command line: ``--set name=value`` for any field of
+a dataclass config, and one-line validation errors that name the field.
+
+Every trainer keeps its whole recipe in one dataclass; this module is what lets
+a user change any field without the CLI growing a flag per hyperparameter.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Any, TypeVar
+
+from dawnbench_fast.dispatch import KERNEL_CHOICES
+
+C = TypeVar("C")
+
+
+class ConfigError(ValueError):
+    """A bad configuration value, in one line naming the flag."""
+
+
+def parse_value(name: str, text: str, current: object) -> object:
+    """Parse ``--set name=text`` by the type of the field's current value."""
+    if isinstance(current, bool):
+        if text.lower() in ("1", "true", "yes", "on"):
+            return True
+        if text.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"--set {name}={text}: expected true or false")
+    try:
+        if isinstance(current, int):
+            return int(text)
+        if isinstance(current, float):
+            return float(text)
+        if isinstance(current, tuple):
+            return tuple(int(v) for v in text.split(","))
+    except ValueError:
+        kind = "comma-separated integers" if isinstance(current, tuple) else type(current).__name__
+        raise ConfigError(f"--set {name}={text}: expected {kind}") from None
+    if current is None or isinstance(current, str):
+        return None if text.lower() == "none" else text
+    raise ConfigError(f"--set {name}: this field cannot be set from the command line")
+
+
+def apply_overrides(cfg: C, pairs: Iterable[str], frozen: Iterable[str] = ("extra",)) -> C:
+    """``cfg`` with each ``name=value`` of ``pairs`` applied, in order. Fields in
+    ``frozen`` (free-form ones such as notes) cannot be set. Not validated: the
+    recipe's own check runs after."""
+    names = {f.name for f in dataclasses.fields(cfg)} - set(frozen)  # type: ignore[arg-type]
+    for pair in pairs:
+        if "=" not in pair:
+            raise ConfigError(f"--set {pair}: expected name=value")
+        name, text = pair.split("=", 1)
+        if name not in names:
+            raise ConfigError(f"--set {name}: unknown field; known: {', '.join(sorted(names))}")
+        cfg = dataclasses.replace(cfg, **{name: parse_value(name, text, getattr(cfg, name))})  # type: ignore
+    return cfg
+
+
+def check(cfg: Any, checks: Iterable[tuple[bool, str, str]]) -> None:
+    """Raise ConfigError for the first failed ``(ok, field, why)``, naming the
+    field and its value: ``epochs=0: must be >= 1``."""
+    for ok, name, why in checks:
+        if not ok:
+            raise ConfigError(f"{name}={getattr(cfg, name, '')}: {why}")
+
+
+def common_checks(cfg: Any) -> list[tuple[bool, str, str]]:
+    """The checks of the fields every recipe's config has: the loop's (epochs,
+    batch_size, subsets, target) and the execution's (precision, kernels,
+    threads). A recipe adds its own and passes them all to :func:`check`."""
+    return [
+        (cfg.epochs >= 1, "epochs", "must be >= 1"),
+        (cfg.batch_size >= 1, "batch_size", "must be >= 1"),
+        (cfg.subset >= 0, "subset", "must be >= 0"),
+        (cfg.eval_subset >= 0, "eval_subset", "must be >= 0"),
+        (cfg.precision in ("bf16", "fp16", "fp32"), "precision", "must be bf16, fp16 or fp32"),
+        (cfg.kernels in KERNEL_CHOICES, "kernels", f"must be one of {KERNEL_CHOICES}"),
+        (0.0 < cfg.target <= 1.0, "target", "must be in (0, 1]"),
+        (cfg.threads >= 0, "threads", "must be >= 0"),
+    ]
