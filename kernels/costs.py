@@ -80,7 +80,7 @@ def bn_act_bwd_apply_cost(shapes, dtypes, concrete=None):
     return (6 + _act_grad(concrete, 8)) * _n(x), nbytes
 
 
-def _conv_cost(shapes, dtypes, pool: bool):
+def _conv_cost(shapes, dtypes, concrete, pool: bool):
     x, w = shapes[0], shapes[1]
     n, h, wd, cin = x
     cout = w[1]
@@ -88,7 +88,7 @@ def _conv_cost(shapes, dtypes, pool: bool):
         h, wd = 2 * (h // 2), 2 * (wd // 2)  # conv outputs a floor-mode pool keeps
     flops = 2 * n * h * wd * cin * cout * 9
     if _n(shapes[2]) > 0:  # prologue: scale, shift, activation per input element
-        flops += (2 + _DEFAULT_ACT.flops) * _n(x)
+        flops += (2 + _act(concrete, 4)) * _n(x)
     out = n * h * wd * cout // (4 if pool else 1)
     item = itemsize(dtypes[0])
     nbytes = _b(x, dtypes[0]) + _b(w, dtypes[1]) + out * item + (out if pool else 0)
@@ -96,21 +96,21 @@ def _conv_cost(shapes, dtypes, pool: bool):
     return flops, nbytes
 
 
-def conv3x3_fwd_cost(shapes, dtypes):
-    return _conv_cost(shapes, dtypes, pool=False)
+def conv3x3_fwd_cost(shapes, dtypes, concrete=None):
+    return _conv_cost(shapes, dtypes, concrete, pool=False)
 
 
-def conv3x3_pool_fwd_cost(shapes, dtypes):
-    return _conv_cost(shapes, dtypes, pool=True)
+def conv3x3_pool_fwd_cost(shapes, dtypes, concrete=None):
+    return _conv_cost(shapes, dtypes, concrete, pool=True)
 
 
-def conv3x3_wgrad_cost(shapes, dtypes):
+def conv3x3_wgrad_cost(shapes, dtypes, concrete=None):
     x, dy = shapes[0], shapes[1]
     n, h, w, cin = x
     cout = dy[-1]
     flops = 2 * n * h * w * cin * cout * 9
     if _n(shapes[2]) > 0:  # prologue recomputed for each of the 9 taps' loads
-        flops += 9 * (2 + _DEFAULT_ACT.flops) * _n(x)
+        flops += 9 * (2 + _act(concrete, 4)) * _n(x)
     nbytes = _b(x, dtypes[0]) + _b(dy, dtypes[1]) + 9 * cin * cout * 4 + 2 * 4 * _n(shapes[2])
     return flops, nbytes
 
