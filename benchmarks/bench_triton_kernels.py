@@ -70,18 +70,18 @@ def _nhwc(n, c, h, w=None):
 @pytest.mark.parametrize("cin,cout,h", GROUPS, ids=lambda v: str(v))
 def test_conv3x3_pool_stats(benchmark, impl, cin, cout, h, peaks):
     """conv3x3 + 2x2 max-pool + per-channel sum/sum of squares (forward)."""
-    from dawnbench_fast.kernels import autograd_fns, costs, custom_ops
+    from dawnbench_fast.kernels import conv_group, costs
 
     benchmark.group = f"conv3x3_pool_stats {cin}->{cout} @{h}px"
     x = _nhwc(BATCH, cin, h)
     w = torch.randn(cout, cin, 3, 3, device="cuda", dtype=DT) / (9 * cin) ** 0.5
     e = torch.empty(0, device="cuda")
-    wm = autograd_fns._wmat(w, DT)
+    wm = conv_group.wmat(w, DT)
     xc = x.permute(0, 3, 1, 2)  # channels_last view
 
     if impl == "triton":
         def fn():
-            return custom_ops.conv3x3_pool_fwd(x, wm, e, e, "gelu", True, False)
+            return conv_group.conv3x3_pool_fwd(x, wm, e, e, "gelu", True, False)
     else:
         def fn():
             y = F.max_pool2d(F.conv2d(xc, w, padding=1), 2)
@@ -96,19 +96,19 @@ def test_conv3x3_pool_stats(benchmark, impl, cin, cout, h, peaks):
 @pytest.mark.parametrize("c,h", [(64, 15), (256, 7), (256, 3)], ids=lambda v: str(v))
 def test_conv3x3_prologue_stats(benchmark, impl, c, h, peaks):
     """act(x*scale+shift) -> conv3x3 -> statistics (the group's second conv)."""
-    from dawnbench_fast.kernels import autograd_fns, costs, custom_ops
+    from dawnbench_fast.kernels import conv_group, costs
 
     benchmark.group = f"conv3x3_bnact_prologue_stats {c}->{c} @{h}px"
     x = _nhwc(BATCH, c, h)
     w = torch.randn(c, c, 3, 3, device="cuda", dtype=DT) / (9 * c) ** 0.5
     sc = torch.rand(c, device="cuda") + 0.5
     sh = torch.randn(c, device="cuda")
-    wm = autograd_fns._wmat(w, DT)
+    wm = conv_group.wmat(w, DT)
     xc = x.permute(0, 3, 1, 2)
 
     if impl == "triton":
         def fn():
-            return custom_ops.conv3x3_fwd(x, wm, sc, sh, "gelu", True, False)
+            return conv_group.conv3x3_fwd(x, wm, sc, sh, "gelu", True, False)
     else:
         def fn():
             a = F.gelu(xc.float() * sc[:, None, None] + sh[:, None, None]).to(DT)
@@ -124,14 +124,14 @@ def test_conv3x3_prologue_stats(benchmark, impl, c, h, peaks):
 @pytest.mark.parametrize("cin,cout,h", GROUPS, ids=lambda v: str(v))
 def test_conv_group_train_step(benchmark, impl, cin, cout, h, peaks):
     """A whole ConvGroup, forward + backward in training mode."""
-    from dawnbench_fast.kernels import ops
+    from dawnbench_fast.kernels import conv_group as conv_group_op
     from dawnbench_fast.models.layers import ConvGroup
     from dawnbench_fast.models.layers import conv_group as ref
 
     benchmark.group = f"conv_group fwd+bwd {cin}->{cout} @{h}px"
     g = ConvGroup(cin, cout).cuda().to(memory_format=torch.channels_last)
     x = _nhwc(BATCH, cin, h).permute(0, 3, 1, 2).requires_grad_(True)
-    impl_fn = ops.conv_group if impl == "triton" else ref
+    impl_fn = conv_group_op.conv_group if impl == "triton" else ref
 
     def fn():
         with torch.autocast("cuda", dtype=DT):
@@ -149,14 +149,14 @@ def test_conv_group_train_step(benchmark, impl, cin, cout, h, peaks):
 @pytest.mark.parametrize("c,h", [(64, 15), (256, 7), (256, 3)], ids=lambda v: str(v))
 def test_bn_act_train(benchmark, impl, c, h, peaks):
     """BatchNorm (training) + GELU forward + backward on bf16 NHWC."""
-    from dawnbench_fast.kernels import ops
+    from dawnbench_fast.kernels import bn_act as bn_act_op
     from dawnbench_fast.models.layers import BatchNorm
     from dawnbench_fast.models.layers import bn_act as ref
 
     benchmark.group = f"bn_act fwd+bwd C={c} @{h}px"
     bn = BatchNorm(c).cuda()
     x = _nhwc(BATCH, c, h).permute(0, 3, 1, 2).requires_grad_(True)
-    impl_fn = ops.bn_act if impl == "triton" else ref
+    impl_fn = bn_act_op.bn_act if impl == "triton" else ref
 
     def fn():
         impl_fn(x, bn, "gelu").float().sum().backward()
@@ -172,14 +172,14 @@ def test_bn_act_train(benchmark, impl, c, h, peaks):
                          ids=["ns_256x2304", "ns_64x576", "head"])
 def test_gemm(benchmark, impl, m, k, n, peaks):
     """X @ X.T of Newton-Schulz (conv filters flattened) and the linear head."""
-    from dawnbench_fast.kernels import costs, custom_ops
+    from dawnbench_fast.kernels import costs, gemm
 
     benchmark.group = f"gemm {m}x{k}x{n}"
     a = torch.randn(m, k, device="cuda", dtype=DT)
     b = (a.t() if m == n else torch.randn(n, k, device="cuda", dtype=DT).t())
 
     def fn():
-        return custom_ops.gemm(a, b) if impl == "triton" else a @ b
+        return gemm.gemm(a, b) if impl == "triton" else a @ b
     flops, nbytes = costs.gemm_cost([[m, k], [k, n]], ["c10::BFloat16"] * 2)
     _run(benchmark, fn, flops, nbytes, peaks, compute_bound=True)
 

@@ -36,6 +36,7 @@ def test_cpu_backend_serves_what_was_measured_faster():
     assert table["conv_group"] == {"backend": "cpu",
                                    "impl": "dawnbench_fast.models.conv_cpu.conv_group_cpu"}
     assert table["linear"]["backend"] == table["newton_schulz"]["backend"] == "torch"
+    assert table["matmul"]["backend"] == "torch"  # csrc's mma GEMM on the CPU is an emulation for tests
 
 
 def test_second_registration_of_an_op_is_an_error(monkeypatch):

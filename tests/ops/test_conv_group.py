@@ -1,7 +1,11 @@
-"""The fused conv3x3 (prologue BN+act, epilogue max-pool + BN statistics) and
-the whole conv group (forward and backward) against PyTorch, in the Triton
-interpreter on CPU tensors. Odd spatial sizes exercise the floor-mode pool;
-channel counts are not multiples of the tile sizes.
+"""conv_group: every backend's conv group (forward and backward) against the
+reference (dawnbench_fast.layer_ops.conv_group); then the Triton pieces, the
+fused conv3x3 (prologue BN+act, epilogue max-pool + BN statistics) and its
+weight gradient, in the interpreter on CPU tensors, and the cpu backend's
+shape-tuned 3x3 conv (models/conv_cpu.py: every weight-gradient method and
+its autograd Function against torch's conv2d autograd, fp32 and bf16). Odd
+spatial sizes exercise the floor-mode pool; channel counts are not multiples
+of the tile sizes.
 
 fp32 uses IEEE dot products here (the interpreter; on a GPU fp32 follows
 torch.backends.cudnn.allow_tf32). fp16 runs the fp16 dot with fp32
@@ -9,18 +13,24 @@ accumulation; bf16 is storage + conversion only (no bf16 arithmetic in the
 interpreter), with tolerances to match.
 """
 
+from __future__ import annotations
+
 import copy
 import zlib
 
 import pytest
 import torch
+import torch.nn.functional as F
 
-from dawnbench_fast.kernels import autograd_fns, custom_ops, launch_counts, ops
-from dawnbench_fast.kernels.conv3x3 import conv3x3_reference
-from dawnbench_fast.kernels.conv3x3_wgrad import conv3x3_wgrad_reference
+from dawnbench_fast import dispatch
+from dawnbench_fast.kernels import conv_group as tk
+from dawnbench_fast.kernels import launch_counts, launches
 from dawnbench_fast.kernels.launches import poisoned_outputs
+from dawnbench_fast.models import conv_cpu
 from dawnbench_fast.models.layers import ConvGroup
-from dawnbench_fast.models.layers import conv_group as conv_group_ref
+
+conv_group_ref = dispatch.reference("conv_group")
+conv3x3_reference, conv3x3_wgrad_reference = tk.conv3x3_reference, tk.conv3x3_wgrad_reference
 
 
 @pytest.fixture(autouse=True)
@@ -33,8 +43,8 @@ def _seed(request):
 def _small_tiles(monkeypatch):
     """Tiles of 32 conv rows (8 pooling windows): several tiles per test, and
     masked partial tiles at the end."""
-    monkeypatch.setattr(custom_ops, "INTERPRETER_CONV_BLOCK_M", 32)
-    monkeypatch.setattr(custom_ops, "INTERPRETER_ROWS", 16)
+    monkeypatch.setattr(tk, "INTERPRETER_CONV_BLOCK_M", 32)
+    monkeypatch.setattr(launches, "INTERPRETER_ROWS", 16)
 
 TOL = {torch.float32: (1e-4, 1e-4), torch.float16: (1e-2, 1e-2), torch.bfloat16: (5e-2, 5e-2)}
 
@@ -52,15 +62,15 @@ def _run_conv(x_nchw, w, scale, shift, act, pool, deterministic, dtype):
     xh = x_nchw.permute(0, 2, 3, 1).contiguous().to(dtype)
     e = torch.empty(0)
     sc, sh = (scale, shift) if scale is not None else (e, e)
-    fn = custom_ops.conv3x3_pool_fwd if pool else custom_ops.conv3x3_fwd
+    fn = tk.conv3x3_pool_fwd if pool else tk.conv3x3_fwd
     with poisoned_outputs():
-        return fn(xh, autograd_fns._wmat(w, dtype), sc, sh, act, True, deterministic)
+        return fn(xh, tk.wmat(w, dtype), sc, sh, act, True, deterministic)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("pool", [False, True])
 @pytest.mark.parametrize("prologue", [False, True])
-def test_conv3x3_forward(dtype, pool, prologue):
+def test_triton_conv3x3_forward(dtype, pool, prologue):
     n, cin, cout, h, w = (1, 5, 20, 7, 9) if pool else (2, 17, 12, 5, 6)
     x = torch.randn(n, cin, h, w)
     weight = torch.randn(cout, cin, 3, 3) / 4
@@ -93,16 +103,16 @@ def test_conv3x3_forward(dtype, pool, prologue):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("prologue", [False, True])
 @pytest.mark.parametrize("splits", [1, 3])
-def test_conv3x3_weight_gradient(dtype, prologue, splits, monkeypatch):
-    monkeypatch.setattr(custom_ops, "INTERPRETER_WGRAD_BLOCK_K", 16)  # several K steps, masked tail
-    monkeypatch.setattr(custom_ops, "INTERPRETER_WGRAD_SPLITS", splits)  # >1: atomic split-K
+def test_triton_conv3x3_weight_gradient(dtype, prologue, splits, monkeypatch):
+    monkeypatch.setattr(tk, "INTERPRETER_WGRAD_BLOCK_K", 16)  # several K steps, masked tail
+    monkeypatch.setattr(tk, "INTERPRETER_WGRAD_SPLITS", splits)  # >1: atomic split-K
     n, cin, cout, h, w = 2, 19, 13, 5, 7
     x = torch.randn(n, h, w, cin).to(dtype)
     dy = torch.randn(n, h, w, cout).to(dtype)
     e = torch.empty(0)
     scale, shift = (torch.rand(cin) + 0.5, torch.randn(cin)) if prologue else (e, e)
     with poisoned_outputs():
-        got = custom_ops.conv3x3_wgrad(x, dy, scale, shift, "gelu", splits == 1)
+        got = tk.conv3x3_wgrad(x, dy, scale, shift, "gelu", splits == 1)
     xin = x.float()
     if prologue:  # the kernel rounds the recomputed activation to the storage dtype
         xin = torch.nn.functional.gelu(xin * scale + shift).to(dtype).float()
@@ -113,7 +123,7 @@ def test_conv3x3_weight_gradient(dtype, prologue, splits, monkeypatch):
                                     torch.bfloat16: 1e-2}[dtype], "dW")
 
 
-def test_conv3x3_deterministic_partials_match_atomics():
+def test_triton_conv3x3_deterministic_partials_match_atomics():
     x = torch.randn(3, 6, 9, 8)  # 192 conv rows: several M tiles
     w = torch.randn(13, 6, 3, 3)
     _, _, ps_a, pq_a = _run_conv(x, w, None, None, "gelu", True, False, torch.float32)
@@ -136,14 +146,15 @@ def _groups(cin, cout, act):
 
 @pytest.mark.parametrize("shape,cout", [((1, 5, 7, 9), 12), ((2, 24, 6, 6), 20)])
 @pytest.mark.parametrize("act", ["gelu", "relu"])
-def test_conv_group_training_forward_backward(shape, cout, act):
-    g, g_ref = _groups(shape[1], cout, act)
-    x = torch.randn(shape).requires_grad_(True)
+def test_conv_group_training_forward_backward(implementation, backend, device, shape, cout, act):
+    op = implementation("conv_group")
+    g, g_ref = (m.to(device) for m in _groups(shape[1], cout, act))
+    x = torch.randn(shape, device=device).requires_grad_(True)
     x_ref = x.detach().clone().requires_grad_(True)
     before = dict(launch_counts)
     with poisoned_outputs():
-        y = ops.conv_group(g, x)
-        dy = torch.randn(y.shape)
+        y = op(g, x)
+        dy = torch.randn(y.shape, device=device)
         (y * dy).sum().backward()
     y_ref = conv_group_ref(g_ref, x_ref)
     (y_ref * dy).sum().backward()
@@ -156,6 +167,8 @@ def test_conv_group_training_forward_backward(shape, cout, act):
     for bn, bn_ref in ((g.norm1, g_ref.norm1), (g.norm2, g_ref.norm2)):
         torch.testing.assert_close(bn.running_mean, bn_ref.running_mean, rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(bn.running_var, bn_ref.running_var, rtol=1e-5, atol=1e-5)
+    if backend != "triton":
+        return
     for k in ("conv3x3_pool_fwd", "bn_finalize", "bn_act_bwd_apply"):
         assert launch_counts[k] > before.get(k, 0), k
     # conv2 forward + both data gradients run on the implicit-GEMM kernel,
@@ -164,50 +177,50 @@ def test_conv_group_training_forward_backward(shape, cout, act):
     assert launch_counts["conv3x3_wgrad"] == before.get("conv3x3_wgrad", 0) + 2
 
 
-def test_conv_group_backward_with_aten_data_gradient(monkeypatch):
+def test_triton_conv_group_backward_with_aten_data_gradient(monkeypatch):
     """The fallback (aten/cuDNN data and weight gradients) gives the same
     gradients."""
-    monkeypatch.setattr(autograd_fns, "TRITON_DGRAD", False)
-    monkeypatch.setattr(autograd_fns, "TRITON_WGRAD", False)
+    monkeypatch.setattr(tk, "TRITON_DGRAD", False)
+    monkeypatch.setattr(tk, "TRITON_WGRAD", False)
     g, g_ref = _groups(7, 18, "gelu")
     x = torch.randn(2, 7, 6, 5).requires_grad_(True)
     x_ref = x.detach().clone().requires_grad_(True)
     dy = torch.randn(2, 18, 3, 2)
-    (ops.conv_group(g, x) * dy).sum().backward()
+    (tk.conv_group(g, x) * dy).sum().backward()
     (conv_group_ref(g_ref, x_ref) * dy).sum().backward()
     assert_close_scaled(x.grad, x_ref.grad, 1e-4, "x")
     assert_close_scaled(g.conv2.weight.grad, g_ref.conv2.weight.grad, 1e-4, "conv2")
 
 
-def test_conv_group_eval_and_fp16():
+def test_triton_conv_group_eval_and_fp16():
     g, g_ref = _groups(5, 12, "gelu")
     g.eval()
     g_ref.eval()
     x = torch.randn(2, 5, 8, 7)
     with torch.no_grad(), poisoned_outputs():
-        y = ops.conv_group(g, x)
-        y16 = ops.conv_group(g, x.half())
+        y = tk.conv_group(g, x)
+        y16 = tk.conv_group(g, x.half())
     y_ref = conv_group_ref(g_ref, x)
     torch.testing.assert_close(y, y_ref, rtol=1e-4, atol=1e-4)
     assert y16.dtype == torch.float16
     torch.testing.assert_close(y16.float(), y_ref, rtol=3e-2, atol=3e-2)
 
 
-def test_conv_group_bf16_training_storage():
+def test_triton_conv_group_bf16_training_storage():
     """bf16 activations end to end (fp32 math in the interpreter)."""
     g, g_ref = _groups(6, 16, "gelu")
     x = torch.randn(2, 6, 6, 6)
     with poisoned_outputs():
-        y = ops.conv_group(g, x.bfloat16())
+        y = tk.conv_group(g, x.bfloat16())
     y_ref = conv_group_ref(g_ref, x.bfloat16().float())
     assert y.dtype == torch.bfloat16
     torch.testing.assert_close(y.float(), y_ref, rtol=6e-2, atol=6e-2)
 
 
-def test_conv_group_deterministic_mode(monkeypatch):
+def test_triton_conv_group_deterministic_mode(monkeypatch):
     """Per-tile partial statistics and single-split weight gradients (no
     atomics) give the reference's results, bitwise repeatably."""
-    monkeypatch.setattr(custom_ops, "DETERMINISTIC_STATS", True)
+    monkeypatch.setattr(launches, "DETERMINISTIC_STATS", True)
     g, g_ref = _groups(9, 20, "gelu")
     x = torch.randn(2, 9, 8, 6)
     dy = torch.randn(2, 20, 4, 3)
@@ -215,7 +228,7 @@ def test_conv_group_deterministic_mode(monkeypatch):
     for _ in range(2):
         gg = copy.deepcopy(g)
         xx = x.clone().requires_grad_(True)
-        (ops.conv_group(gg, xx) * dy).sum().backward()
+        (tk.conv_group(gg, xx) * dy).sum().backward()
         grads.append((xx.grad, gg.conv1.weight.grad, gg.conv2.weight.grad, gg.norm1.running_var))
     x_ref = x.clone().requires_grad_(True)
     (conv_group_ref(g_ref, x_ref) * dy).sum().backward()
@@ -225,3 +238,75 @@ def test_conv_group_deterministic_mode(monkeypatch):
     assert_close_scaled(grads[0][1], g_ref.conv1.weight.grad, 1e-4, "conv1")
     assert_close_scaled(grads[0][2], g_ref.conv2.weight.grad, 1e-4, "conv2")
     torch.testing.assert_close(grads[0][3], g_ref.norm1.running_var, rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------- cpu backend (oneDNN + tuned wgrad)
+CPU_TOL = {torch.float32: dict(rtol=1e-4, atol=1e-4), torch.bfloat16: dict(rtol=2e-2, atol=2e-2)}
+CPU_SHAPES = [(1, 3, 5, 7), (3, 24, 17, 13), (5, 13, 9, 31)]  # (N, Cin, HW, Cout): odd on purpose
+
+
+def cpu_inputs(n, cin, hw, cout, dtype, seed):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, cin, hw, hw + 2, generator=gen).to(dtype).to(memory_format=torch.channels_last)
+    w = (torch.randn(cout, cin, 3, 3, generator=gen) / (3 * cin**0.5)).to(dtype)
+    g = torch.randn(n, cout, hw, hw + 2, generator=gen).to(dtype)
+    return x, w, g
+
+
+def cpu_scaled_close(got, want, tol):
+    """Compare relative to the tensor's scale (bf16 sums of many terms)."""
+    scale = want.float().abs().max().clamp_min(1e-6)
+    torch.testing.assert_close(got.float() / scale, want.float() / scale, **tol)
+
+
+@pytest.mark.parametrize("method", conv_cpu.WGRAD_METHODS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("shape", CPU_SHAPES)
+def test_cpu_weight_gradient_methods(method, dtype, shape):
+    x, w, g = cpu_inputs(*shape, dtype, seed=sum(shape))
+    want = torch.ops.aten.convolution_backward(
+        g.double(), x.double(), w.double(), None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1,
+        [False, True, False])[1]
+    got = conv_cpu._METHODS[method](x, g.contiguous(memory_format=torch.channels_last), w)
+    assert got.shape == w.shape and got.dtype == dtype and torch.isfinite(got).all()
+    cpu_scaled_close(got, want, CPU_TOL[dtype])
+
+
+@pytest.mark.parametrize("method", [None, *conv_cpu.WGRAD_METHODS])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_cpu_conv3x3_function_matches_conv2d_autograd(method, dtype, monkeypatch):
+    monkeypatch.setattr(conv_cpu, "FORCE", method)
+    x, w, g = cpu_inputs(3, 13, 9, 20, dtype, seed=5)
+    x1, w1 = x.clone().requires_grad_(), w.clone().requires_grad_()
+    x2, w2 = x.double().requires_grad_(), w.double().requires_grad_()
+    y1 = conv_cpu.Conv3x3.apply(x1, w1)
+    y2 = F.conv2d(x2, w2, padding=1)
+    cpu_scaled_close(y1, y2, CPU_TOL[dtype])
+    y1.backward(g)
+    y2.backward(g.double())
+    cpu_scaled_close(x1.grad, x2.grad, CPU_TOL[dtype])
+    cpu_scaled_close(w1.grad, w2.grad, CPU_TOL[dtype])
+
+
+def test_cpu_autotune_records_one_choice_per_shape(monkeypatch):
+    monkeypatch.setattr(conv_cpu, "_CHOICE", {})
+    x, w, g = cpu_inputs(2, 8, 7, 12, torch.bfloat16, seed=1)
+    w = w.requires_grad_()
+    conv_cpu.Conv3x3.apply(x, w).backward(g)
+    assert list(conv_cpu._CHOICE.values())[0] in conv_cpu.WGRAD_METHODS
+    assert len(conv_cpu.chosen_methods()) == 1
+
+
+def test_cpu_conv_group_matches_reference_group():
+    torch.manual_seed(3)
+    grp = ConvGroup(5, 12)
+    x = torch.randn(4, 5, 11, 11)
+    ref_out = conv_group_ref(grp, x)
+    ref_out.sum().backward()
+    ref_grads = [p.grad.clone() for p in grp.parameters() if p.requires_grad]
+    grp.zero_grad()
+    out = conv_cpu.conv_group_cpu(grp, x)
+    out.sum().backward()
+    torch.testing.assert_close(out, ref_out, rtol=1e-4, atol=1e-4)
+    for a, b in zip([p.grad for p in grp.parameters() if p.requires_grad], ref_grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-3)
