@@ -199,3 +199,30 @@ def test_grouped_conv_backward_counts_each_gradient_once(tmp_path):
     with FlopCounterMode(display=False) as fc:
         run()
     assert fc.get_total_flops() > 3 * fwd  # the over-count this test works around
+
+
+def test_register_flop_formulas_is_idempotent_and_skips_undefined_ops():
+    # a throw-away op in our namespace, with a formula that reads all three lists
+    from dawnbench_fast.roofline import registry
+
+    @torch.library.custom_op("dawnbench::roofline_selftest_scale", mutates_args=())
+    def scale(x: torch.Tensor, act: str, times: int) -> torch.Tensor:
+        return x * times
+
+    @scale.register_fake
+    def _(x, act, times):
+        return torch.empty_like(x)
+
+    def formula(shapes, dtypes, concrete):
+        assert dtypes[0] == "c10::BFloat16" and dtypes[2] == "Scalar"
+        per = {"relu": 1, "gelu": 5}.get(concrete[1], 5)
+        return per * int(concrete[2]) * shapes[0][0] * shapes[0][1], 0.0
+
+    table = {"dawnbench::roofline_selftest_scale": (formula, False),
+             "dawnbench::roofline_selftest_undefined": (formula, False)}
+    assert registry.register_flop_formulas(table) == ["dawnbench::roofline_selftest_scale"]
+    assert registry.register_flop_formulas(table) == []  # torch refuses duplicates: not re-registered
+    assert registry.has_cost("dawnbench::roofline_selftest_undefined")  # still counts in traces
+    x = torch.ones(3, 4, dtype=torch.bfloat16)
+    assert flop_counter_total(lambda: scale(x, "relu", 2)) == 1 * 2 * 12
+    assert flop_counter_total(lambda: scale(x, act="gelu", times=3)) == 5 * 3 * 12  # kwargs too
