@@ -409,4 +409,8 @@ def _(a, b):
     return a.new_empty((a.shape[0], b.shape[1]), dtype=torch.float32)
 
 
-from dawnbench_fast.csrc import costs as _costs  # noqa: E402,F401  (registers FLOP/byte formulas)
+# The roofline's FLOP/byte formulas of these ops (csrc/costs.py), also for FlopCounterMode.
+from dawnbench_fast.csrc.costs import COSTS  # noqa: E402
+from dawnbench_fast.roofline.registry import register_flop_formulas  # noqa: E402
+
+register_flop_formulas(COSTS)

@@ -112,4 +112,8 @@ def augment(padded: torch.Tensor, indices: torch.Tensor, params: AugmentParams, 
     return out.permute(0, 3, 1, 2)
 
 
-from dawnbench_fast.kernels import costs as _costs  # noqa: E402,F401  (registers FLOP/byte formulas)
+# The roofline's FLOP/byte formulas of these ops (kernels/costs.py), also for FlopCounterMode.
+from dawnbench_fast.kernels.costs import COSTS  # noqa: E402
+from dawnbench_fast.roofline.registry import register_flop_formulas  # noqa: E402
+
+register_flop_formulas(COSTS)

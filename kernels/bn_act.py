@@ -258,4 +258,8 @@ def bn_act(x: torch.Tensor, bn: torch.nn.BatchNorm2d, act: str = "gelu") -> torc
     return y.permute(0, 3, 1, 2)
 
 
-from dawnbench_fast.kernels import costs as _costs  # noqa: E402,F401  (registers FLOP/byte formulas)
+# The roofline's FLOP/byte formulas of these ops (kernels/costs.py), also for FlopCounterMode.
+from dawnbench_fast.kernels.costs import COSTS  # noqa: E402
+from dawnbench_fast.roofline.registry import register_flop_formulas  # noqa: E402
+
+register_flop_formulas(COSTS)

@@ -142,4 +142,8 @@ def newton_schulz(g: torch.Tensor, steps: int = 3, eps: float = 1e-7,
     return x.T if transposed else x
 
 
-from dawnbench_fast.kernels import costs as _costs  # noqa: E402,F401  (registers FLOP/byte formulas)
+# The roofline's FLOP/byte formulas of these ops (kernels/costs.py), also for FlopCounterMode.
+from dawnbench_fast.kernels.costs import COSTS  # noqa: E402
+from dawnbench_fast.roofline.registry import register_flop_formulas  # noqa: E402
+
+register_flop_formulas(COSTS)
