@@ -18,9 +18,10 @@ typedef unsigned short u16;
 typedef unsigned int u32;
 typedef long long i64;
 
-// Element types, matched by value in every binding and in ops.py.
+// Element types, matched by value in every binding and in ops.py (DTYPE_CODES).
 enum DType { kF32 = 0, kBF16 = 1, kF16 = 2 };
-// Activations, matched by value in ops.py (ACT_CODES).
+// Activations, matched by value in dawnbench_fast/vocabulary.py (Activation.code);
+// tests/test_vocabulary.py checks that the two agree.
 enum Act { kIdentity = 0, kRelu = 1, kGelu = 2, kSilu = 3 };
 
 }  // namespace dbf

@@ -42,6 +42,7 @@ from dawnbench_fast.runs import Recipe, profile_steps, run_seeds
 from dawnbench_fast.runtime import autocast, resolve_device, set_threads
 from dawnbench_fast.train import Evaluation, Phases, Predict, Splits, StepLoss, accuracy, batched
 from dawnbench_fast.train import loss_trajectory as loss_trajectory  # re-export: tests, scripts
+from dawnbench_fast.vocabulary import MODEL_ACTIVATIONS
 
 
 @dataclass
@@ -115,7 +116,8 @@ def validate(cfg: Config) -> Config:
         *common_checks(cfg),
         (cfg.tta_level in (0, 1, 2), "tta_level", "must be 0, 1 or 2"),
         (len(cfg.widths) == 3 and min(cfg.widths) > 0, "widths", "needs three positive widths"),
-        (cfg.act in ("gelu", "relu", "silu"), "act", "must be gelu, relu or silu"),
+        (cfg.act in MODEL_ACTIVATIONS, "act",
+         f"must be {', '.join(MODEL_ACTIVATIONS[:-1])} or {MODEL_ACTIVATIONS[-1]}"),
         (0 <= cfg.cutout <= 32 and 0 <= cfg.translate <= 8, "cutout/translate", "out of range"),
     ])
     return cfg
