@@ -15,6 +15,8 @@ import torch
 
 from dawnbench_fast import dispatch
 from dawnbench_fast.csrc import cupy_path, native
+from dawnbench_fast.csrc.costs import COSTS
+from dawnbench_fast.roofline.registry import register_flop_formulas
 from dawnbench_fast.vocabulary import activation
 
 DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
@@ -409,8 +411,7 @@ def _(a, b):
     return a.new_empty((a.shape[0], b.shape[1]), dtype=torch.float32)
 
 
-# The roofline's FLOP/byte formulas of these ops (csrc/costs.py), also for FlopCounterMode.
-from dawnbench_fast.csrc.costs import COSTS  # noqa: E402
-from dawnbench_fast.roofline.registry import register_flop_formulas  # noqa: E402
+# The roofline's FLOP/byte formulas of these ops (csrc/costs.py), also for FlopCounterMode:
+# registered after the definitions, because torch attaches formulas to existing ops only.
 
 register_flop_formulas(COSTS)

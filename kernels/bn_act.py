@@ -39,8 +39,10 @@ from dawnbench_fast.kernels.bn_act_backward import (
 )
 from dawnbench_fast.kernels.bn_finalize import bn_finalize_kernel, bn_finalize_reference
 from dawnbench_fast.kernels.bn_stats import channel_stats_kernel, channel_stats_reference
+from dawnbench_fast.kernels.costs import COSTS
 from dawnbench_fast.kernels.launches import new_output, record
 from dawnbench_fast.layer_ops import bn_act as reference
+from dawnbench_fast.roofline.registry import register_flop_formulas
 
 __all__ = ["affine_act", "affine_act_reference", "bn_act", "bn_act_backward_reference", "bn_act_bwd_apply",
            "bn_act_bwd_reduce", "bn_finalize", "bn_finalize_reference", "channel_stats",
@@ -258,8 +260,7 @@ def bn_act(x: torch.Tensor, bn: torch.nn.BatchNorm2d, act: str = "gelu") -> torc
     return y.permute(0, 3, 1, 2)
 
 
-# The roofline's FLOP/byte formulas of these ops (kernels/costs.py), also for FlopCounterMode.
-from dawnbench_fast.kernels.costs import COSTS  # noqa: E402
-from dawnbench_fast.roofline.registry import register_flop_formulas  # noqa: E402
+# The roofline's FLOP/byte formulas of these ops (kernels/costs.py), also for FlopCounterMode:
+# registered after the definitions, because torch attaches formulas to existing ops only.
 
 register_flop_formulas(COSTS)

@@ -39,8 +39,10 @@ from dawnbench_fast.kernels.bn_act import (
 )
 from dawnbench_fast.kernels.conv3x3 import conv3x3_fwd_kernel, conv3x3_reference
 from dawnbench_fast.kernels.conv3x3_wgrad import conv3x3_wgrad_kernel, conv3x3_wgrad_reference
+from dawnbench_fast.kernels.costs import COSTS
 from dawnbench_fast.kernels.launches import interpreting, needs_f32_math, new_output, record
 from dawnbench_fast.layer_ops import conv_group as reference
+from dawnbench_fast.roofline.registry import register_flop_formulas
 
 __all__ = ["conv3x3_fwd", "conv3x3_pool_fwd", "conv3x3_reference", "conv3x3_wgrad",
            "conv3x3_wgrad_reference", "conv_blocks", "conv_group", "reference", "wgrad_blocks", "wmat"]
@@ -287,8 +289,7 @@ def conv_group(group: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     return y.permute(0, 3, 1, 2)
 
 
-# The roofline's FLOP/byte formulas of these ops (kernels/costs.py), also for FlopCounterMode.
-from dawnbench_fast.kernels.costs import COSTS  # noqa: E402
-from dawnbench_fast.roofline.registry import register_flop_formulas  # noqa: E402
+# The roofline's FLOP/byte formulas of these ops (kernels/costs.py), also for FlopCounterMode:
+# registered after the definitions, because torch attaches formulas to existing ops only.
 
 register_flop_formulas(COSTS)

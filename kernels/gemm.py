@@ -24,12 +24,14 @@ import triton
 
 from dawnbench_fast import dispatch
 from dawnbench_fast.kernels import launches as L
+from dawnbench_fast.kernels.costs import COSTS
 from dawnbench_fast.kernels.gemm_kernel import gemm_autotuned, gemm_reference
 from dawnbench_fast.kernels.launches import needs_f32_math, new_output, record
 from dawnbench_fast.layer_ops import linear as linear_reference
 from dawnbench_fast.newton_schulz import NS_COEFFS, ns_start
 from dawnbench_fast.newton_schulz import matmul as matmul_reference
 from dawnbench_fast.newton_schulz import newton_schulz as newton_schulz_reference
+from dawnbench_fast.roofline.registry import register_flop_formulas
 
 __all__ = ["gemm", "gemm_axpby", "gemm_reference", "linear", "linear_reference", "matmul",
            "matmul_reference", "newton_schulz", "newton_schulz_reference"]
@@ -142,8 +144,7 @@ def newton_schulz(g: torch.Tensor, steps: int = 3, eps: float = 1e-7,
     return x.T if transposed else x
 
 
-# The roofline's FLOP/byte formulas of these ops (kernels/costs.py), also for FlopCounterMode.
-from dawnbench_fast.kernels.costs import COSTS  # noqa: E402
-from dawnbench_fast.roofline.registry import register_flop_formulas  # noqa: E402
+# The roofline's FLOP/byte formulas of these ops (kernels/costs.py), also for FlopCounterMode:
+# registered after the definitions, because torch attaches formulas to existing ops only.
 
 register_flop_formulas(COSTS)
