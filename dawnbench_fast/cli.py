@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from dawnbench_fast import dispatch
@@ -57,7 +59,11 @@ def add_execution_args(p: argparse.ArgumentParser, d: Any) -> None:
 def add_report_args(p: argparse.ArgumentParser, out: str) -> None:
     """Where the DAWNBench files go and what they say; latency, saving, profiling."""
     g = p.add_argument_group("report")
-    g.add_argument("--out", default=out, help="folder for the TSV, JSON and run.json files")
+    g.add_argument("--out", default=out, help="folder for the TSV, JSON and run.json files; "
+                   "must be new or empty unless --overwrite")
+    g.add_argument("--overwrite", action="store_true",
+                   help="write into a non-empty --out, replacing files of the same names "
+                   "(nothing else there is deleted)")
     g.add_argument("--cost-per-hour", type=float, default=None, metavar="USD",
                    help="instance price, for training and inference cost")
     g.add_argument("--latency-images", type=int, default=10_000, metavar="N",
@@ -76,13 +82,40 @@ def add_report_args(p: argparse.ArgumentParser, out: str) -> None:
 
 
 def check_run_args(a: argparse.Namespace) -> None:
-    """The shared flags' ranges (argparse checks only their types)."""
+    """The shared flags' ranges (argparse checks only their types) and the
+    output folder, before any data is read or anything is written."""
     for flag, value, low in (("--runs", a.runs, 1), ("--latency-images", a.latency_images, 0),
                              ("--profile-steps", a.profile_steps, 0)):
         if value < low:
             raise ConfigError(f"{flag} {value}: must be >= {low}")
-    if a.cost_per_hour is not None and a.cost_per_hour < 0:
-        raise ConfigError(f"--cost-per-hour {a.cost_per_hour}: must be >= 0")
+    # `not x >= 0` so that nan fails too (every comparison with nan is false).
+    if a.cost_per_hour is not None and not (math.isfinite(a.cost_per_hour) and a.cost_per_hour >= 0):
+        raise ConfigError(f"--cost-per-hour {a.cost_per_hour}: must be a price >= 0 (USD per hour)")
+    # --show-config writes nothing, so it may name any --out.
+    if not getattr(a, "show_config", False):
+        check_out_dir(Path(a.out), a.overwrite)
+
+
+def check_out_dir(path: Path, overwrite: bool, resuming: bool = False) -> None:
+    """The one place that decides whether a run may write into ``--out``.
+
+    A new or empty folder is fine; a non-empty one only with ``--overwrite``
+    (results are never replaced by accident) or when ``resuming`` a run from
+    that folder. A file, or a path through a file, is an error. Nothing is
+    created here: the folder appears with the run's first result file.
+    """
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"--out {path}: is a file, not a folder; pass a folder path")
+    # A missing folder is created at the first write; a file on the way there would
+    # only fail then, after the training, so look for one now.
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ConfigError(f"--out {path}: {parent} is a file; pass a folder path")
+            break
+    if path.is_dir() and not (overwrite or resuming) and any(path.iterdir()):
+        raise ConfigError(f"--out {path}: folder is not empty (results of an earlier run?); "
+                          "pass a new --out folder, or --overwrite to replace its files")
 
 
 def json_dumps(obj: object) -> str:

@@ -58,25 +58,48 @@ def apply_overrides(cfg: C, pairs: Iterable[str], frozen: Iterable[str] = ("extr
     return cfg
 
 
+# Config fields that also have a flag of their own: an error names the flag the
+# user most likely typed (``--epochs 0``), the others the ``--set`` that sets them.
+FLAGS = {
+    "epochs": "--epochs", "batch_size": "--batch-size", "seed": "--seed", "target": "--target",
+    "eval_every": "--eval-every", "subset": "--subset", "eval_subset": "--eval-subset",
+    "device": "--device", "kernels": "--kernels", "threads": "--threads",
+}
+
+
+def _named(cfg: Any, name: str) -> str:
+    """How an error names field ``name`` and its value: ``--epochs 0``,
+    ``--set tta_level=7``, or the bare name of a check spanning fields."""
+    if not hasattr(cfg, name):
+        return name
+    value = getattr(cfg, name)
+    return f"{FLAGS[name]} {value}" if name in FLAGS else f"--set {name}={value}"
+
+
 def check(cfg: Any, checks: Iterable[tuple[bool, str, str]]) -> None:
     """Raise ConfigError for the first failed ``(ok, field, why)``, naming the
-    field and its value: ``epochs=0: must be >= 1``."""
+    flag (or ``--set``) and its value: ``--epochs 0: must be >= 1``."""
     for ok, name, why in checks:
         if not ok:
-            raise ConfigError(f"{name}={getattr(cfg, name, '')}: {why}")
+            raise ConfigError(f"{_named(cfg, name)}: {why}")
 
 
 def common_checks(cfg: Any) -> list[tuple[bool, str, str]]:
     """The checks of the fields every recipe's config has: the loop's (epochs,
-    batch_size, subsets, target) and the execution's (precision, kernels,
-    threads). A recipe adds its own and passes them all to :func:`check`."""
+    batch_size, subsets, target, eval_every, seed) and the execution's
+    (precision, kernels, threads). A recipe adds its own and passes them all to
+    :func:`check`. Written so that nan fails (comparisons with nan are false)."""
     return [
         (cfg.epochs >= 1, "epochs", "must be >= 1"),
         (cfg.batch_size >= 1, "batch_size", "must be >= 1"),
-        (cfg.subset >= 0, "subset", "must be >= 0"),
-        (cfg.eval_subset >= 0, "eval_subset", "must be >= 0"),
+        (cfg.subset >= 0, "subset", "must be >= 0 (0 = all images)"),
+        (cfg.eval_subset >= 0, "eval_subset", "must be >= 0 (0 = all images)"),
         (cfg.precision in ("bf16", "fp16", "fp32"), "precision", "must be bf16, fp16 or fp32"),
         (cfg.kernels in KERNEL_CHOICES, "kernels", f"must be one of {KERNEL_CHOICES}"),
-        (0.0 < cfg.target <= 1.0, "target", "must be in (0, 1]"),
-        (cfg.threads >= 0, "threads", "must be >= 0"),
+        (0.0 < cfg.target <= 1.0, "target", "must be in (0, 1], a fraction: 0.94 means 94%"),
+        (cfg.eval_every >= 0, "eval_every", "must be >= 0 (0 = final epoch only)"),
+        # numpy's generators (the epoch order, the augmentation) take no negative seeds;
+        # without this a negative seed would fail only after the warm-up.
+        (cfg.seed >= 0, "seed", "must be >= 0"),
+        (cfg.threads >= 0, "threads", "must be >= 0 (0 = all cores)"),
     ]

@@ -43,6 +43,10 @@ PICKLE_MD5 = {
     "data_batch_5": "482c414d41f54cd18b22e5b47cb7c3cb",
     "test_batch": "40351d587109b95175f43aff81a1287e",
 }
+# Which original a file is, by its MD5: a batch copied over another one (a
+# training batch as test_batch) is named as such, not as a corrupt file.
+ORIGINAL_OF = {md5: name for table in (BIN_MD5, PICKLE_MD5) for md5, name in
+               ((v, k) for k, v in table.items())}
 ARCHIVE_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz"
 ARCHIVE_MD5 = "c32a1d4ab5d03f1284b67883e8d87530"
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
@@ -93,22 +97,51 @@ def detect_layout(root: Path) -> tuple[Path, str] | None:
     return None
 
 
+def _check_md5(path: Path, digest: str, want: str | None) -> bool:
+    """Whether ``digest`` is the original's; a copy of another original is an error."""
+    other = ORIGINAL_OF.get(digest)
+    if other is not None and other.split(".")[0] != path.name.split(".")[0]:
+        raise DataError(f"{path}: is a copy of {other} (its MD5), not {path.name}; {FIX}")
+    return want is not None and digest == want
+
+
+def _check_labels(path: Path, labels: np.ndarray) -> None:
+    if labels.min() < 0 or labels.max() > 9:
+        raise DataError(f"{path}: labels outside 0..9 (corrupt file or not CIFAR-10); {FIX}")
+
+
 def _read_binary(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    if not path.exists():
-        raise DataError(f"{path}: file missing; {FIX}")
+    if not path.is_file():
+        what = "a folder, not a file" if path.is_dir() else "file missing"
+        raise DataError(f"{path}: {what}; {FIX}")
     size = path.stat().st_size
     if size != BIN_FILE_BYTES:
-        raise DataError(
-            f"{path}: {size} bytes, expected {BIN_FILE_BYTES} (truncated or not a CIFAR-10 "
-            f"batch); {FIX}"
-        )
-    want = BIN_MD5.get(path.name)
-    if want is not None and md5sum(path) != want:
-        raise DataError(f"{path}: MD5 mismatch (corrupt file); {FIX}")
-    raw = np.fromfile(path, dtype=np.uint8).reshape(IMAGES_PER_FILE, RECORD_BYTES)
+        what = "empty" if size == 0 else f"{size} bytes, expected {BIN_FILE_BYTES}"
+        raise DataError(f"{path}: {what} (truncated or not a CIFAR-10 batch); {FIX}")
+    try:
+        raw = np.fromfile(path, dtype=np.uint8).reshape(IMAGES_PER_FILE, RECORD_BYTES)
+    except OSError as e:
+        raise DataError(f"{path}: cannot be read ({e.strerror or e}); {FIX}") from e
+    digest = hashlib.md5(raw).hexdigest()  # of the bytes already read: one pass over the file
     labels = raw[:, 0].astype(np.int64)
+    # Structure first: random bytes get the more telling message than "MD5 mismatch".
+    _check_labels(path, labels)
+    if not _check_md5(path, digest, BIN_MD5.get(path.name)):
+        raise DataError(f"{path}: MD5 mismatch (corrupt file); {FIX}")
     images = raw[:, 1:].reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
     return np.ascontiguousarray(images), labels
+
+
+def _batch_kind(label: object) -> str | None:
+    """"test" or "train" from a pickle's batch_label (the originals say
+    "testing batch 1 of 1" / "training batch 1 of 5"), None if it does not say."""
+    if isinstance(label, bytes):
+        label = label.decode("latin1")
+    if not isinstance(label, str):
+        return None
+    if label.startswith(("testing", "test_batch")):
+        return "test"
+    return "train" if label.startswith(("training", "data_batch")) else None
 
 
 def _read_pickle(path: Path) -> tuple[np.ndarray, np.ndarray, bool]:
@@ -119,14 +152,33 @@ def _read_pickle(path: Path) -> tuple[np.ndarray, np.ndarray, bool]:
             entry = pickle.load(f, encoding="latin1")
         data = np.asarray(entry["data"], dtype=np.uint8)
         labels = np.asarray(entry.get("labels", entry.get("fine_labels")), dtype=np.int64)
+        kind = _batch_kind(entry.get("batch_label"))
     except Exception as e:  # unpickling errors come in many types
         raise DataError(f"{path}: truncated or corrupt pickle ({type(e).__name__}); {FIX}") from e
     if data.shape != (IMAGES_PER_FILE, 3072) or labels.shape != (IMAGES_PER_FILE,):
         raise DataError(f"{path}: unexpected contents {data.shape}/{labels.shape}; {FIX}")
-    if labels.min() < 0 or labels.max() > 9:
-        raise DataError(f"{path}: labels outside 0..9 (corrupt file); {FIX}")
+    _check_labels(path, labels)
+    expected = "test" if path.name in TEST_FILES else "train"
+    if kind is not None and kind != expected:
+        raise DataError(f"{path}: holds a {kind}ing batch (batch_label {entry['batch_label']!r}), "
+                        f"not a {expected}ing batch; {FIX}")
+    verified = _check_md5(path, md5sum(path), PICKLE_MD5.get(path.name))
     images = data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
-    return np.ascontiguousarray(images), labels, md5sum(path) == PICKLE_MD5.get(path.name)
+    return np.ascontiguousarray(images), labels, verified
+
+
+def _check_distinct(folder: Path, parts: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
+    """No batch repeats another (e.g. a training batch copied over test_batch,
+    which would make the test accuracy a training accuracy). Files that are
+    not the originals pass every other check, so compare contents: the first
+    images of each batch are enough to tell the ten-thousand-image batches apart."""
+    seen: dict[str, str] = {}
+    for name, (images, _) in parts.items():
+        digest = hashlib.md5(np.ascontiguousarray(images[:256]).tobytes()).hexdigest()
+        if digest in seen:
+            raise DataError(f"{folder / name}: holds the same images as {seen[digest]} "
+                            f"(a batch copied over another?); {FIX}")
+        seen[digest] = name
 
 
 def read_cifar10(folder: Path, layout: str) -> Cifar10:
@@ -140,6 +192,7 @@ def read_cifar10(folder: Path, layout: str) -> Cifar10:
             imgs, labels, ok = _read_pickle(folder / name)
             parts[name] = imgs, labels
             verified &= ok
+    _check_distinct(folder, parts)
     return Cifar10(
         train_images=np.concatenate([parts[n][0] for n in TRAIN_FILES]),
         train_labels=np.concatenate([parts[n][1] for n in TRAIN_FILES]),
@@ -174,15 +227,29 @@ def download(dest: Path, url: str = ARCHIVE_URL, timeout: float = 30.0) -> Path:
     return final
 
 
+def _found_instead(root: Path, show: int = 3) -> str:
+    """What a folder without batch files holds, for the error message."""
+    names = sorted(p.name for p in root.iterdir())
+    if not names:
+        return "it is empty"
+    more = f" and {len(names) - show} more" if len(names) > show else ""
+    return f"found {', '.join(names[:show])}{more}"
+
+
 def locate(data_dir: str | os.PathLike | None, allow_download: bool = True) -> tuple[Path, str]:
     """Find CIFAR-10: --data-dir, then $DAWNBENCH_DATA, then the cache;
     download into the cache as a last resort."""
     if data_dir is not None:
-        found = detect_layout(Path(data_dir))
+        root = Path(data_dir)
+        if not root.is_dir():
+            what = "is a file, not a folder" if root.exists() else "no such folder"
+            raise DataError(f"--data-dir {data_dir}: {what}; point it at a folder holding CIFAR-10")
+        found = detect_layout(root)
         if found is None:
             raise DataError(
-                f"--data-dir {data_dir}: no CIFAR-10 batch files there (expected data_batch_1.bin "
-                "or cifar-10-batches-py/data_batch_1); point it at a complete copy"
+                f"--data-dir {data_dir}: no CIFAR-10 batch files there ({_found_instead(root)}; "
+                "expected data_batch_1.bin or cifar-10-batches-py/data_batch_1); "
+                "point it at a complete copy"
             )
         return found
     env = os.environ.get("DAWNBENCH_DATA")
