@@ -29,11 +29,13 @@ from typing import Any
 
 import torch
 
+from dawnbench_fast.machine import cpu_info, cpu_model
+from dawnbench_fast.machine import load_average as load_average  # re-export: runs.py
 from dawnbench_fast.train import EpochRow, LoopResult
 
 CODE_URL = "https://github.com/dawnbench-fast/dawnbench_fast"
 # Bumped when a run.json key changes meaning or goes away (docs/RUN_JSON.md).
-RUN_JSON_SCHEMA_VERSION = 1
+RUN_JSON_SCHEMA_VERSION = 2
 
 
 @contextmanager
@@ -79,16 +81,6 @@ def git_revision() -> dict[str, object]:
     return {"sha": sha or None, "dirty": bool(dirty) if sha else None}
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def hardware_description(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
@@ -116,6 +108,7 @@ def environment(device: torch.device, entry: str) -> dict[str, object]:
         "device": str(device),
         "hardware": hardware_description(device),
         "cpu": cpu_model(),
+        "cpu_info": cpu_info(),
         "threads": torch.get_num_threads(),
         "command": [sys.executable, "-m", entry, *sys.argv[1:]],
         "platform": platform.platform(),
@@ -208,12 +201,12 @@ def inference_cost(latency_ms: float, cost_per_hour: float | None) -> float | No
 # ---------------------------------------------------------------------------
 
 
-def run_summary(*, seed: int, result: LoopResult, cost_per_hour: float | None,
-                latency_ms: float | None, latency_images: int | None, inference_top1: float,
+def run_summary(*, seed: int, result: LoopResult, cost_per_hour: float | None, inference: Any,
                 inference_cost_per_image: float | None, phases: dict[str, float],
                 splits: dict[str, float], extra: dict | None = None) -> dict:
-    """run.json's ``result``: one run's outcome (docs/RUN_JSON.md). ``extra``
-    holds a recipe's own keys (the CIFAR recipe: conv_wgrad_methods)."""
+    """run.json's ``result``: one run's outcome (docs/RUN_JSON.md). ``inference``
+    is the run's DAWNBench inference entry (dawnbench_fast.runs.Inference);
+    ``extra`` holds a recipe's own keys (the CIFAR recipe: conv_wgrad_methods)."""
     tta_s = result.tta_seconds
     return {
         "seed": seed,
@@ -221,10 +214,14 @@ def run_summary(*, seed: int, result: LoopResult, cost_per_hour: float | None,
         "reached_target": tta_s is not None,
         "tta_seconds": tta_s,
         "tta_epoch": result.tta_epoch,
+        "end_clock_seconds": result.final.clock_seconds,
         "train_cost_usd": train_cost(tta_s, cost_per_hour),
-        "latency_ms": latency_ms,
-        "latency_images": latency_images,
-        "inference_top1": inference_top1,
+        "latency_ms": inference.latency_ms,
+        "latency_images": inference.images,
+        "inference_top1": inference.top1,
+        "inference_tta": inference.tta,
+        "inference_valid": inference.valid,
+        "inference_one_view": inference.one_view,
         "inference_cost_usd_per_image": inference_cost_per_image,
         "phases_seconds": dict(phases),
         "train_split_seconds": dict(splits),
@@ -295,7 +292,7 @@ def report_text(runs: list[dict], cfg: Any, cost_per_hour: float | None, hardwar
              f"precision={cfg.precision}, target {100 * cfg.target:.2f}% top-1",
              table(["seed", "top-1 %", "TTA s", "epoch", "train cost", "latency ms"], rows)]
     lines += _outcome_lines(runs, cost_per_hour)
-    lines.append("\nwhere the time goes (mean seconds per run; the clock = init + train + decide_eval):")
+    lines.append("\nwhere the time goes (mean seconds per run; the clock = init + train + eval):")
     lines.append(table(["phase", "seconds"],
                        [[k, f"{mean_std(v)[0]:.2f}"] for k, v in _phase_seconds(runs).items()]))
     return "\n".join(lines)
@@ -319,9 +316,19 @@ def _outcome_lines(runs: list[dict], cost_per_hour: float | None) -> list[str]:
         per_image = inference_cost(lm, cost_per_hour)
         cost = "" if per_image is None else (
             f"; inference cost ${per_image:.3e}/image, ${per_image * 1e4:.4f} per 10,000")
-        lines.append(f"one-image latency: {lm:.3f} ms (top-1 {100 * runs[-1]['inference_top1']:.2f}%)"
-                     + cost)
+        lines.append(f"one-image latency: {lm:.3f} ms, {_procedure(runs[-1])}" + cost)
     return lines
+
+
+def _procedure(s: dict) -> str:
+    """The accuracy a latency belongs to, and whether the entry is valid."""
+    views = "with TTA" if s["inference_tta"] else "one view"
+    valid = "" if s["inference_valid"] else ", below the target: not a valid entry"
+    line = f"at top-1 {100 * s['inference_top1']:.2f}% ({views}{valid})"
+    if s.get("inference_one_view"):
+        o = s["inference_one_view"]
+        line += f"; one view: {o['latency_ms']:.3f} ms at {o['top1Accuracy']:.2f}%"
+    return line
 
 
 def _phase_seconds(runs: list[dict]) -> dict[str, list[float]]:

@@ -62,7 +62,8 @@ def apply_overrides(cfg: C, pairs: Iterable[str], frozen: Iterable[str] = ("extr
 # user most likely typed (``--epochs 0``), the others the ``--set`` that sets them.
 FLAGS = {
     "epochs": "--epochs", "batch_size": "--batch-size", "seed": "--seed", "target": "--target",
-    "eval_every": "--eval-every", "subset": "--subset", "eval_subset": "--eval-subset",
+    "eval_every": "--eval-every", "show_every": "--show-every", "subset": "--subset",
+    "eval_subset": "--eval-subset",
     "device": "--device", "kernels": "--kernels", "threads": "--threads",
 }
 
@@ -98,6 +99,7 @@ def common_checks(cfg: Any) -> list[tuple[bool, str, str]]:
         (cfg.kernels in KERNEL_CHOICES, "kernels", f"must be one of {KERNEL_CHOICES}"),
         (0.0 < cfg.target <= 1.0, "target", "must be in (0, 1], a fraction: 0.94 means 94%"),
         (cfg.eval_every >= 0, "eval_every", "must be >= 0 (0 = final epoch only)"),
+        (cfg.show_every >= 0, "show_every", "must be >= 0 (0 = no display-only evaluations)"),
         # numpy's generators (the epoch order, the augmentation) take no negative seeds;
         # without this a negative seed would fail only after the warm-up.
         (cfg.seed >= 0, "seed", "must be >= 0"),

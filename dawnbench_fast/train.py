@@ -1,11 +1,16 @@
 """One training loop for every recipe: epochs, evaluation, and the
 time-to-accuracy clock as DAWNBench defines it.
 
-The clock runs from the start of training (data already in memory) and
-includes model init (e.g. whitening), every training step, and the evaluation
-that decides the target was reached. Evaluations done only for the log are
-timed separately and excluded, as are data loading and warm-up (reported as
-their own phases, never hidden). On CUDA every reading synchronises the device.
+The clock (:data:`CLOCK_PHASES`) runs from the start of training, with the data
+already in memory, and includes model init (e.g. whitening), every training
+step and every *charged* evaluation: each one whose result is compared with
+the target or written to the TSV. By default that is the final evaluation
+only; ``eval_every`` adds charged evaluations, and the TSV's hours column is
+then the running clock, so its first row that reaches the target is the time
+to accuracy. Evaluations for display only (``show_every``) are neither
+checked nor written, and their time is its own phase, outside the clock. Data
+loading and the warm-up are timed as their own phases too, never hidden. On
+CUDA every reading synchronises the device.
 
 A recipe plugs in as a :class:`Task` (build the model, yield an epoch's
 batches, take one step, evaluate with or without its test-time augmentation);
@@ -34,43 +39,57 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+# The phases that make up the time-to-accuracy clock; every other phase
+# (data_load, warmup, display_eval, inference_eval, latency) is reported apart.
+CLOCK_PHASES = ("init", "train", "eval")
+
+
 class Phases:
     """Wall-clock seconds per named phase (data_load, warmup, init, train,
-    log_eval, decide_eval, latency, ...), device-synchronised."""
+    eval, display_eval, latency, ...), device-synchronised. ``timer`` is
+    injectable so that tests can drive the clock."""
 
-    def __init__(self, device: torch.device):
+    def __init__(self, device: torch.device, timer: Callable[[], float] = time.perf_counter):
         self.device = device
+        self.timer = timer
         self.seconds: dict[str, float] = {}
 
     @contextmanager
     def timed(self, name: str):
         """Time a phase; it is also an nvtx range, so Nsight timelines name it."""
         _sync(self.device)
-        t0 = time.perf_counter()
+        t0 = self.timer()
         try:
             with nvtx.annotate(name, domain=NVTX_DOMAIN):
                 yield
         finally:
             _sync(self.device)
-            self.add(name, time.perf_counter() - t0)
+            self.add(name, self.timer() - t0)
 
     def add(self, name: str, seconds: float) -> None:
         self.seconds[name] = self.seconds.get(name, 0.0) + seconds
 
+    @property
+    def clock(self) -> float:
+        """The time-to-accuracy clock so far: init + training + charged evaluations."""
+        return sum(self.seconds.get(k, 0.0) for k in CLOCK_PHASES)
+
 
 @dataclass
 class EpochRow:
+    """One charged evaluation: a row of the DAWNBench TSV."""
+
     epoch: int  # 1-based, as in DAWNBench TSVs
-    train_seconds: float  # clock at the end of this epoch's training
-    eval_seconds: float  # this epoch's evaluation
+    clock_seconds: float  # the running clock at the end of this evaluation
+    eval_seconds: float  # this evaluation's share of it
     top1: float
     top5: float | None
     tta: bool
 
     @property
     def hours(self) -> float:
-        """DAWNBench 'hours' column: training clock plus this evaluation."""
-        return (self.train_seconds + self.eval_seconds) / 3600.0
+        """DAWNBench 'hours' column: the running clock, in hours."""
+        return self.clock_seconds / 3600.0
 
 
 @dataclass
@@ -84,6 +103,11 @@ class LoopResult:
         return self.rows[-1]
 
 
+def _due(epoch: int, every: int) -> bool:
+    """Whether the 0-based ``epoch`` ends an ``every``-epoch period (0: never)."""
+    return every > 0 and (epoch + 1) % every == 0
+
+
 def run_epochs(
     *,
     epochs: int,
@@ -94,36 +118,40 @@ def run_epochs(
     target: float,
     phases: Phases,
     target_metric: str = "top1",
+    show: Callable[[int], None] | None = None,
+    show_every: int = 0,
+    on_row: Callable[[EpochRow], None] | None = None,
 ) -> LoopResult:
     """Run ``init`` then ``epochs`` epochs under the time-to-accuracy clock.
 
-    ``evaluate(epoch, final)`` returns (top1, top5, used_tta). The last epoch
-    is always evaluated; others every ``eval_every`` epochs (0: never).
+    ``evaluate(epoch, final)`` returns (top1, top5, used_tta); it is charged
+    to the clock (phase ``eval``), its row is written and checked against
+    ``target``. It runs after the last epoch and every ``eval_every`` epochs
+    (0: the last only). ``show(epoch)``, every ``show_every`` epochs where no
+    charged evaluation runs, is for display: phase ``display_eval``, outside
+    the clock, never checked or written. ``on_row(row)`` sees each row once
+    its evaluation is on the clock (to print it).
     """
     res = LoopResult()
     with phases.timed("init"):
         init()
-    clock = phases.seconds["init"]
     for epoch in range(epochs):
         with phases.timed("train"):
             train_epoch(epoch)
-        _sync(phases.device)
-        clock = phases.seconds["init"] + phases.seconds["train"]
-        final = epoch == epochs - 1
-        if not final and (eval_every <= 0 or (epoch + 1) % eval_every):
-            continue
-        t0 = time.perf_counter()
-        top1, top5, used_tta = evaluate(epoch, final)
-        _sync(phases.device)
-        eval_s = time.perf_counter() - t0
-        row = EpochRow(epoch + 1, clock, eval_s, top1, top5, used_tta)
-        res.rows.append(row)
-        metric = top1 if target_metric == "top1" else (top5 or 0.0)
-        if res.tta_seconds is None and metric >= target:
-            res.tta_seconds, res.tta_epoch = clock + eval_s, epoch + 1
-            phases.add("decide_eval", eval_s)
-        else:
-            phases.add("log_eval", eval_s)
+        if epoch == epochs - 1 or _due(epoch, eval_every):
+            before = phases.seconds.get("eval", 0.0)
+            with phases.timed("eval"):
+                top1, top5, used_tta = evaluate(epoch, epoch == epochs - 1)
+            row = EpochRow(epoch + 1, phases.clock, phases.seconds["eval"] - before, top1, top5, used_tta)
+            res.rows.append(row)
+            if on_row is not None:
+                on_row(row)
+            metric = top1 if target_metric == "top1" else (top5 or 0.0)
+            if res.tta_seconds is None and metric >= target:
+                res.tta_seconds, res.tta_epoch = row.clock_seconds, row.epoch
+        elif show is not None and _due(epoch, show_every):
+            with phases.timed("display_eval"):
+                show(epoch)
     return res
 
 
@@ -180,9 +208,10 @@ class LoopConfig(Protocol):
     """The fields of a recipe's config that the loop reads, and its task."""
 
     epochs: int
-    eval_every: int  # evaluate every N epochs for the log (0: the final one only)
+    eval_every: int  # charged evaluations every N epochs (0: the final one only)
+    show_every: int  # display-only evaluations every N epochs, outside the clock (0: none)
     target: float
-    log_eval_tta: bool  # TTA in the log evaluations too, not only the final one
+    log_eval_tta: bool  # TTA in the intermediate charged evaluations too, not only the final one
     seed: int
 
     def build_task(self, device: torch.device) -> Task:
@@ -259,18 +288,21 @@ def warm_up(task: Task) -> None:
     task.evaluate(tta=True, max_batches=1)
 
 
-def eval_line(seed: int, epoch: int, epochs: int, ev: Evaluation, clock: float) -> str:
+def eval_line(seed: int, epoch: int, epochs: int, ev: Evaluation, clock: float,
+              charged: bool = True) -> str:
     """The log line of one evaluation (the console format users and scripts read)."""
     top5 = "" if ev.top5 is None else f", top-5 {100 * ev.top5:.2f}%"
+    where = f"clock {clock:.1f} s" if charged else f"display only, outside the clock at {clock:.1f} s"
     return (f"seed {seed} epoch {epoch + 1}/{epochs}: test top-1 {100 * ev.top1:.2f}%{top5} "
-            f"({ev.note}), train clock {clock:.1f} s")
+            f"({ev.note}), {where}")
 
 
 def train(task: Task, phases: Phases, *, warm_up_task: Callable[[], Task] | None = None,
           progress: bool = True, target_metric: str = "top1") -> LoopResult:
     """Warm up on a throwaway task (timed as ``warmup``, outside the clock),
-    then run ``task`` under the clock: the final evaluation with TTA, the log
-    ones with it only if ``cfg.log_eval_tta``."""
+    then run ``task`` under the clock: the final evaluation with TTA, the
+    intermediate charged ones with it only if ``cfg.log_eval_tta``, the
+    display-only ones (``cfg.show_every``) with one view."""
     if warm_up_task is not None:
         with phases.timed("warmup"):
             warm_up(warm_up_task())
@@ -280,21 +312,26 @@ def train(task: Task, phases: Phases, *, warm_up_task: Callable[[], Task] | None
         from tqdm import tqdm
 
         bar = tqdm(total=task.total_steps, desc=f"seed {cfg.seed}", unit="step", leave=False)
+    write = bar.write if bar is not None else (lambda line: print(line, flush=True))
 
-    def do_eval(epoch: int, final: bool) -> tuple[float, float | None, bool]:
-        ev = task.evaluate(tta=final or cfg.log_eval_tta)
-        clock = phases.seconds["init"] + phases.seconds["train"]
-        line = eval_line(cfg.seed, epoch, cfg.epochs, ev, clock)
-        if bar is not None:
-            bar.write(line)
-        else:
-            print(line, flush=True)
+    evaluations: dict[int, Evaluation] = {}
+
+    def charged(epoch: int, final: bool) -> tuple[float, float | None, bool]:
+        ev = evaluations[epoch] = task.evaluate(tta=final or cfg.log_eval_tta)
         return ev.top1, ev.top5, ev.tta
+
+    def on_row(row: EpochRow) -> None:  # after the eval phase closed: the clock includes it
+        write(eval_line(cfg.seed, row.epoch - 1, cfg.epochs, evaluations.pop(row.epoch - 1),
+                        row.clock_seconds))
+
+    def show(epoch: int) -> None:
+        ev = task.evaluate(tta=False)
+        write(eval_line(cfg.seed, epoch, cfg.epochs, ev, phases.clock, charged=False))
 
     result = run_epochs(
         epochs=cfg.epochs, init=task.init_model, train_epoch=lambda e: train_epoch(task, e, bar),
-        evaluate=do_eval, eval_every=cfg.eval_every, target=cfg.target, phases=phases,
-        target_metric=target_metric,
+        evaluate=charged, eval_every=cfg.eval_every, target=cfg.target, phases=phases,
+        target_metric=target_metric, show=show, show_every=cfg.show_every, on_row=on_row,
     )
     if bar is not None:
         bar.close()

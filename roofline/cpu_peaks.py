@@ -16,10 +16,10 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import platform
 import time
 from collections.abc import Callable
 
+from dawnbench_fast.machine import cpu_model
 from dawnbench_fast.roofline.peaks import Peaks
 
 CACHE_VERSION = 1
@@ -28,16 +28,6 @@ CACHE_VERSION = 1
 def cache_path() -> pathlib.Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return pathlib.Path(base) / "dawnbench_fast" / "roofline_cpu_peaks.json"
-
-
-def cpu_model() -> str:
-    try:
-        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _cache_key() -> str:

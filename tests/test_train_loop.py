@@ -5,105 +5,76 @@ its task. No dataset, no real model: well under a second."""
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-
-import pytest
 import torch
 
-from dawnbench_fast import train
-from dawnbench_fast.train import Evaluation, Phases, Splits, StepLoss
-
-
-@dataclass
-class FakeConfig:
-    epochs: int = 4
-    eval_every: int = 1
-    target: float = 0.5
-    log_eval_tta: bool = False
-    seed: int = 7
-    accuracies: tuple[float, ...] = (0.1, 0.6, 0.4, 0.7)  # one per evaluation, in order
-    steps_per_epoch: int = 3
-    batch: int = 4
-    log: list = field(default_factory=list)
-
-    def build_task(self, device: torch.device) -> FakeTask:
-        return FakeTask(self, device)
-
-
-class FakeTask:
-    """Epoch e, step i: a batch of ``batch`` examples whose summed loss is
-    100 e + i; evaluations return the config's accuracies in turn."""
-
-    def __init__(self, cfg: FakeConfig, device: torch.device):
-        self.cfg, self.device = cfg, device
-        self.total_steps = cfg.epochs * cfg.steps_per_epoch
-        self.splits = Splits(enabled=False)
-        self.evals = 0
-
-    def init_model(self) -> None:
-        self.cfg.log.append("init")
-
-    def epoch_batches(self, epoch: int):
-        for i in range(self.cfg.steps_per_epoch):
-            yield epoch, i
-
-    def train_step(self, epoch: int, i: int) -> StepLoss:
-        self.cfg.log.append(("step", epoch, i))
-        return StepLoss(torch.tensor(float(100 * epoch + i)), self.cfg.batch)
-
-    def evaluate(self, tta: bool, max_batches: int | None = None) -> Evaluation:
-        self.cfg.log.append(("eval", tta, max_batches))
-        acc = self.cfg.accuracies[self.evals % len(self.cfg.accuracies)]
-        self.evals += 1
-        return Evaluation(acc, None, tta, f"tta {int(tta)}")
-
-    @contextmanager
-    def predictor(self, tta: bool):
-        with torch.no_grad():
-            yield (lambda x: x.sum(dim=(2, 3))), torch.ones(5, 3, 2, 2)
+from dawnbench_fast import bench, train
+from dawnbench_fast.train import Phases
+from tests.fake_task import EVAL_S, INIT_S, SHOW_S, STEP_S, TTA_EVAL_S, FakeConfig
 
 
 def run(cfg: FakeConfig, **kw) -> tuple[train.LoopResult, Phases]:
-    phases = Phases(torch.device("cpu"))
+    phases = Phases(torch.device("cpu"), timer=cfg.timer)
     task = cfg.build_task(torch.device("cpu"))
     return train.train(task, phases, progress=False, **kw), phases
 
 
-def test_every_epoch_evaluated_final_with_tta_and_clock_stops_at_first_target(capsys):
-    cfg = FakeConfig()
+def test_the_clock_charges_every_checked_evaluation_and_the_tsv_hours_run_with_it(capsys):
+    cfg = FakeConfig()  # --eval-every 1: every evaluation is checked and written, so charged
     res, phases = run(cfg)
+    epoch_s = 3 * STEP_S
     assert [r.epoch for r in res.rows] == [1, 2, 3, 4]
     assert [r.tta for r in res.rows] == [False, False, False, True]
-    assert [e for e in cfg.log if e[0] == "eval"] == [("eval", False, None)] * 3 + [("eval", True, None)]
-    # 0.6 at epoch 2 is the first to reach 0.5; the later 0.7 does not move the clock
-    assert res.tta_epoch == 2
-    assert res.tta_seconds == pytest.approx(res.rows[1].train_seconds + res.rows[1].eval_seconds)
+    # the running clock: init + training so far + every charged evaluation so far
+    clocks = [INIT_S + epoch_s + EVAL_S, INIT_S + 2 * epoch_s + 2 * EVAL_S,
+              INIT_S + 3 * epoch_s + 3 * EVAL_S, INIT_S + 4 * epoch_s + 3 * EVAL_S + TTA_EVAL_S]
+    assert [r.clock_seconds for r in res.rows] == clocks
+    assert [r.hours for r in res.rows] == [c / 3600 for c in clocks]
+    assert [r.eval_seconds for r in res.rows] == [EVAL_S] * 3 + [TTA_EVAL_S]
+    # 0.6 at epoch 2 is the first to reach 0.5: the time to accuracy is that row's clock
+    assert (res.tta_epoch, res.tta_seconds) == (2, clocks[1])
     assert res.final.top1 == 0.7
-    assert set(phases.seconds) == {"init", "train", "log_eval", "decide_eval"}
-    assert phases.seconds["decide_eval"] == pytest.approx(res.rows[1].eval_seconds)
+    assert phases.seconds == {"init": INIT_S, "train": 4 * epoch_s, "eval": 3 * EVAL_S + TTA_EVAL_S}
+    assert phases.clock == clocks[-1]
+    tsv = bench.tsv_text(res.rows).splitlines()
+    assert tsv[0] == "epoch\thours\ttop1Accuracy" and tsv[2] == f"2\t{clocks[1] / 3600:.6f}\t60.00"
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("seed 7 epoch 1/4: test top-1 10.00% (tta 0), train clock ")
-    assert out[3].startswith("seed 7 epoch 4/4: test top-1 70.00% (tta 1), train clock ")
+    assert out[0] == f"seed 7 epoch 1/4: test top-1 10.00% (tta 0), clock {clocks[0]:.1f} s"
+    assert out[3] == f"seed 7 epoch 4/4: test top-1 70.00% (tta 1), clock {clocks[3]:.1f} s"
+
+
+def test_by_default_only_the_final_evaluation_is_charged_and_display_ones_are_not(capsys):
+    cfg = FakeConfig(eval_every=0, show_every=1, accuracies=(0.7,))
+    res, phases = run(cfg)
+    epoch_s = 3 * STEP_S
+    # three display-only evaluations (0.99 each, above the target) are neither checked nor written
+    assert [r.epoch for r in res.rows] == [4]
+    assert res.rows[0].clock_seconds == INIT_S + 4 * epoch_s + TTA_EVAL_S
+    assert (res.tta_epoch, res.tta_seconds) == (4, INIT_S + 4 * epoch_s + TTA_EVAL_S)
+    assert phases.seconds["display_eval"] == 3 * SHOW_S
+    assert phases.clock == INIT_S + 4 * epoch_s + TTA_EVAL_S  # display time is outside
+    out = capsys.readouterr().out.splitlines()
+    assert [("display only" in line) for line in out] == [True, True, True, False]
 
 
 def test_eval_every_and_log_tta_and_a_target_never_reached():
     cfg = FakeConfig(eval_every=3, log_eval_tta=True, accuracies=(0.2, 0.3), epochs=5)
-    res, _ = run(cfg)
+    res, phases = run(cfg)
     assert [r.epoch for r in res.rows] == [3, 5]  # every 3rd, and always the last
     assert all(r.tta for r in res.rows)
     assert res.tta_seconds is None and res.tta_epoch is None
+    assert res.final.clock_seconds == phases.clock == INIT_S + 15 * STEP_S + 2 * TTA_EVAL_S
     steps = [e for e in cfg.log if e[0] == "step"]
     assert steps == [("step", ep, i) for ep in range(5) for i in range(3)]
 
 
-def test_warm_up_runs_two_steps_and_one_eval_batch_on_its_own_task():
+def test_warm_up_runs_two_steps_and_one_eval_batch_on_its_own_task_outside_the_clock():
     cfg = FakeConfig(epochs=1, accuracies=(0.9,))
-    warm = FakeConfig(epochs=1)
+    warm = FakeConfig(epochs=1, timer=cfg.timer)
     res, phases = run(cfg, warm_up_task=lambda: warm.build_task(torch.device("cpu")))
     assert warm.log == ["init", ("step", 0, 0), ("step", 0, 1), ("eval", True, 1)]
-    assert "warmup" in phases.seconds and res.tta_epoch == 1
+    assert phases.seconds["warmup"] == INIT_S + 2 * STEP_S + TTA_EVAL_S
     assert list(phases.seconds)[0] == "warmup"  # before the clock starts
+    assert res.tta_seconds == INIT_S + 3 * STEP_S + TTA_EVAL_S  # the warm-up is not in it
 
 
 def test_loss_trajectory_crosses_epochs_and_reads_per_example_losses():

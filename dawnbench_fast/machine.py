@@ -1,0 +1,63 @@
+"""What machine this is, as the OS reports it: the CPU's model and features,
+and how busy the machine is. One home for the reports (run.json) and for the
+caches keyed by the machine (the roofline's CPU peaks, kernel choices).
+
+Speed on shared machines is only comparable when the machine was idle, so
+run.json records the load average before and after each run.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+
+# CPU features that decide which kernels oneDNN and our C++ can use.
+_FEATURES = ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_bf16", "avx512_fp16",
+             "avx512_vnni", "amx_bf16", "amx_tile")
+
+
+def _cpuinfo_fields() -> dict[str, str]:
+    """The first processor's ``key: value`` lines of /proc/cpuinfo ({} elsewhere)."""
+    fields: dict[str, str] = {}
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return fields
+    for line in text.split("\n\n", 1)[0].splitlines():
+        if ":" in line:
+            key, value = line.split(":", 1)
+            fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+def cpu_model() -> str:
+    """The CPU's model name exactly as the OS reports it (/proc/cpuinfo's
+    ``model name``), else what the platform module knows."""
+    return _cpuinfo_fields().get("model name") or platform.processor() or platform.machine()
+
+
+def cpu_info() -> dict[str, object]:
+    """The CPU as the OS reports it: model name verbatim, vendor, family, model
+    and stepping numbers (a VM may hide the marketing name but not these), the
+    logical CPUs, and the vector/matrix features that select kernels."""
+    f = _cpuinfo_fields()
+    flags = set(f.get("flags", "").split())
+    return {
+        "model_name": cpu_model(),
+        "vendor": f.get("vendor_id"),
+        "family": f.get("cpu family"),
+        "model": f.get("model"),
+        "stepping": f.get("stepping"),
+        "logical_cpus": os.cpu_count(),
+        "features": [x for x in _FEATURES if x in flags],
+        "machine": platform.machine(),
+    }
+
+
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages (None where the OS has none)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
