@@ -93,9 +93,13 @@ def test_help_documents_every_flag():
     assert "evaluate" in r.stdout
 
 
-def main_in_process(args: list[str], capsys, monkeypatch) -> tuple[int, list[str]]:
-    """Run the CLI's main() here (no interpreter start-up) and capture stderr."""
+def main_in_process(args: list[str], capsys, monkeypatch, out: Path | None = None) -> tuple[int, list[str]]:
+    """Run the CLI's main() here (no interpreter start-up) and capture stderr.
+    With ``out``, a training command writes there, not into ./runs/cifar10
+    (which a user's earlier run may have filled: the --out check would answer first)."""
     monkeypatch.setenv("DAWNBENCH_DATA", str(cifar_dir()))
+    if out is not None and args[:1] != ["evaluate"]:
+        args = [*args, "--out", str(out)]
     try:
         code = cifar.main(args)
     except SystemExit as e:  # argparse errors
@@ -116,8 +120,8 @@ def main_in_process(args: list[str], capsys, monkeypatch) -> tuple[int, list[str
     (["evaluate", "/nonexistent/model.pt"], "/nonexistent/model.pt"),
     (["evaluate"], "path"),
 ])
-def test_bad_input_is_one_line_and_nonzero(args, needle, capsys, monkeypatch):
-    code, lines = main_in_process(args, capsys, monkeypatch)
+def test_bad_input_is_one_line_and_nonzero(args, needle, capsys, monkeypatch, tmp_path):
+    code, lines = main_in_process(args, capsys, monkeypatch, tmp_path / "out")
     assert code == 2
     assert len(lines) == 1, lines
     assert needle in lines[0] and "error" in lines[0]
@@ -132,12 +136,12 @@ def test_bad_flag_from_the_shell_is_one_line():
     (["--kernels", "cuda"], "--kernels cuda"),
     (["--device", "cuda"], "--device cuda"),
 ])
-def test_what_this_machine_cannot_run_is_a_one_line_error(args, needle, capsys, monkeypatch):
+def test_what_this_machine_cannot_run_is_a_one_line_error(args, needle, capsys, monkeypatch, tmp_path):
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("CUDA is available here")
-    code, lines = main_in_process([*args, *SMOKE], capsys, monkeypatch)
+    code, lines = main_in_process([*args, *SMOKE], capsys, monkeypatch, tmp_path / "out")
     assert code == 2 and len(lines) == 1 and needle in lines[0], lines
 
 

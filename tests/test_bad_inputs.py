@@ -1,0 +1,319 @@
+"""Bad input, case by case, through the real command line.
+
+Every case runs ``dawnbench_fast.cifar.main`` (in-process: no interpreter
+start-up) and must end with exit status 2 and one line on stderr naming the
+flag or file and what to do, never a traceback, and must leave ``--out`` as
+it found it (nothing created, no temp files). Errors must come early: a bad
+flag before any data is read, a bad file before any model is built; the
+readers and the trainer are replaced by tripwires to prove it (and so that a
+missing check fails in a second instead of training).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from cifar_data import cifar_dir
+
+from dawnbench_fast import bench, cifar, cli
+from dawnbench_fast.data import cifar10 as C
+from dawnbench_fast.overrides import ConfigError
+
+# A tiny run, so that a check that is missing costs seconds, not a training.
+BASE = ["--no-download", "--no-progress", "--kernels", "torch", "--epochs", "1", "--subset", "1000",
+        "--eval-subset", "200", "--latency-images", "0"]
+
+
+# -- Damaged copies of the data (symlinks to the shared files, one replaced) --
+
+
+def linked_copy(tmp: Path, replace: dict[str, bytes] | None = None) -> Path:
+    d = tmp / "c10"
+    d.mkdir()
+    for f in cifar_dir().iterdir():
+        if f.name in (replace or {}):
+            (d / f.name).write_bytes(replace[f.name])
+        else:
+            os.symlink(f, d / f.name)
+    return d
+
+
+def replaced(name: str, contents: Callable[[], bytes]) -> Callable[[Path], Path]:
+    """A copy of the data whose file ``name`` holds ``contents()``."""
+    return lambda tmp: linked_copy(tmp, {name: contents()})
+
+
+def original(name: str) -> bytes:
+    return (cifar_dir() / name).read_bytes()
+
+
+def flipped_byte(name: str, at: int = 12345) -> bytes:
+    raw = bytearray(original(name))
+    raw[at] ^= 0xFF
+    return bytes(raw)
+
+
+def random_bytes(n: int = C.BIN_FILE_BYTES) -> bytes:
+    return np.random.default_rng(0).integers(0, 256, n, dtype=np.uint8).tobytes()
+
+
+def without_batch_5(tmp: Path) -> Path:
+    d = linked_copy(tmp)
+    (d / "data_batch_5.bin").unlink()
+    return d
+
+
+def other_files(tmp: Path) -> Path:
+    d = tmp / "downloads"
+    d.mkdir()
+    for name in ("README.txt", "cifar-10-binary.tar.gz", "notes.md", "photo.png"):
+        (d / name).write_bytes(b"not cifar")
+    return d
+
+
+def a_file(tmp: Path) -> Path:
+    (tmp / "file").write_text("x")
+    return tmp / "file"
+
+
+@pytest.fixture(scope="module")
+def pickled(tmp_path_factory) -> Path:
+    """The five training batches in torchvision's pickle layout, with their
+    original batch labels, written once for the pickle cases."""
+    folder = tmp_path_factory.mktemp("pickled")
+    for i, name in enumerate(C.TRAIN_FILES, 1):
+        raw = np.fromfile(cifar_dir() / f"{name}.bin", dtype=np.uint8).reshape(-1, C.RECORD_BYTES)
+        entry = {"batch_label": f"training batch {i} of 5", "labels": raw[:, 0].tolist(),
+                 "data": raw[:, 1:].copy()}
+        with open(folder / name, "wb") as f:
+            pickle.dump(entry, f)
+    return folder
+
+
+def pickle_test_batch(batch_label: str) -> Callable[[Path, Path], Path]:
+    """A pickle layout whose test_batch is data_batch_1 under ``batch_label``."""
+    def make(tmp: Path, pickled: Path) -> Path:
+        d = tmp / "cifar-10-batches-py"
+        d.mkdir()
+        for name in C.TRAIN_FILES:
+            os.symlink(pickled / name, d / name)
+        with open(pickled / "data_batch_1", "rb") as f:
+            entry = pickle.load(f)
+        entry["batch_label"] = batch_label
+        with open(d / "test_batch", "wb") as f:
+            pickle.dump(entry, f)
+        return tmp
+    return make
+
+
+# -- What --out looks like before the run -----------------------------------
+
+
+def out_new(tmp: Path) -> Path:
+    return tmp / "out"
+
+
+def out_empty(tmp: Path) -> Path:
+    (tmp / "out").mkdir(parents=True)
+    return tmp / "out"
+
+
+def out_file(tmp: Path) -> Path:
+    tmp.mkdir(parents=True, exist_ok=True)
+    (tmp / "out").write_text("my notes")
+    return tmp / "out"
+
+
+def out_nonempty(tmp: Path) -> Path:
+    (tmp / "out").mkdir(parents=True)
+    (tmp / "out" / "earlier_run.tsv").write_text("epoch\thours\ttop1Accuracy\n1\t0.1\t94.1\n")
+    return tmp / "out"
+
+
+def out_under_file(tmp: Path) -> Path:
+    return a_file(tmp) / "out"
+
+
+def snapshot(path: Path) -> object:
+    """Everything at ``path`` (names and bytes), to compare before and after."""
+    if not path.exists():
+        return None
+    if path.is_file():
+        return path.read_bytes()
+    return sorted((str(p.relative_to(path)), p.is_file() and p.read_bytes()) for p in path.rglob("*"))
+
+
+# -- The matrix ----------------------------------------------------------------
+
+
+@dataclass
+class Case:
+    args: list[str]
+    needles: tuple[str, ...]  # in the error line: the flag or file, what is wrong, what to do
+    data: Callable[..., Path] | None = None  # (tmp[, pickled]) -> --data-dir; None: the real copy
+    out: Callable[[Path], Path] = out_new
+    stage: str = "flags"  # flags: fails before any data is read; data: before any model exists
+
+
+def data_case(data: Callable[..., Path], *needles: str, out: Callable[[Path], Path] = out_new) -> Case:
+    return Case([], needles, data, out, "data")
+
+
+CASES = {
+    # flags, checked before anything is read
+    "target-0": Case(["--target", "0"], ("--target 0.0", "must be in (0, 1]")),
+    "target-1.5": Case(["--target", "1.5"], ("--target 1.5", "0.94 means 94%")),
+    "target-nan": Case(["--target", "nan"], ("--target nan", "must be in (0, 1]")),
+    "batch-size-0": Case(["--batch-size", "0"], ("--batch-size 0", "must be >= 1")),
+    "epochs-0": Case(["--epochs", "0"], ("--epochs 0", "must be >= 1")),
+    "epochs-not-int": Case(["--epochs", "x"], ("--epochs", "invalid int value", "--help")),
+    "subset-negative": Case(["--subset", "-1"], ("--subset -1", "must be >= 0")),
+    "cost-negative": Case(["--cost-per-hour", "-1"], ("--cost-per-hour -1.0", "must be a price >= 0")),
+    "cost-nan": Case(["--cost-per-hour", "nan"], ("--cost-per-hour nan", "must be a price >= 0")),
+    "threads-negative": Case(["--threads", "-1"], ("--threads -1", "must be >= 0")),
+    "eval-every-negative": Case(["--eval-every", "-1"], ("--eval-every -1", "must be >= 0")),
+    "seed-negative": Case(["--seed", "-1"], ("--seed -1", "must be >= 0")),
+    "runs-0": Case(["--runs", "0"], ("--runs 0", "must be >= 1")),
+    "set-unknown-field": Case(["--set", "nope=1"], ("--set nope", "unknown field", "known:", "lr_filters")),
+    "set-bad-value": Case(["--set", "lr_filters=abc"], ("--set lr_filters=abc", "expected float")),
+    "set-bad-bool": Case(["--set", "flip=maybe"], ("--set flip=maybe", "expected true or false")),
+    "set-out-of-range": Case(["--set", "tta_level=7"], ("--set tta_level=7", "must be 0, 1 or 2")),
+    "set-no-equals": Case(["--set", "epochs"], ("--set epochs", "expected name=value")),
+    "out-is-a-file": Case([], ("--out", "is a file", "folder path"), out=out_file),
+    "out-under-a-file": Case([], ("--out", "file", "is a file"), out=out_under_file),
+    "out-not-empty": Case([], ("--out", "not empty", "new --out folder", "--overwrite"), out=out_nonempty),
+    # data, checked before any model is built
+    "data-dir-missing": data_case(lambda t: t / "nope", "--data-dir", "no such folder", "point it at"),
+    "data-dir-is-a-file": data_case(a_file, "--data-dir", "is a file", "point it at"),
+    "data-dir-wrong-layout": data_case(other_files, "--data-dir", "no CIFAR-10 batch files",
+                                       "found README.txt", "and 1 more", "point it at a complete copy"),
+    "batch-missing": data_case(without_batch_5, "data_batch_5.bin", "file missing", "--data-dir"),
+    "batch-empty": data_case(replaced("data_batch_2.bin", lambda: b""),
+                             "data_batch_2.bin", "empty", "--data-dir"),
+    "batch-truncated": data_case(replaced("test_batch.bin", lambda: original("test_batch.bin")[:-3073]),
+                                 "test_batch.bin", "30726927 bytes, expected 30730000", "truncated",
+                                 "--data-dir"),
+    "batch-flipped-byte": data_case(replaced("data_batch_3.bin", lambda: flipped_byte("data_batch_3.bin")),
+                                    "data_batch_3.bin", "MD5 mismatch", "--data-dir"),
+    "batch-random-bytes": data_case(replaced("data_batch_4.bin", random_bytes),
+                                    "data_batch_4.bin", "labels outside 0..9", "--data-dir"),
+    # An existing empty --out is fine: the error is the data's.
+    "test-is-train-binary": data_case(replaced("test_batch.bin", lambda: original("data_batch_1.bin")),
+                                      "test_batch.bin", "copy of data_batch_1.bin", "--data-dir",
+                                      out=out_empty),
+    "test-is-train-pickle-label": data_case(pickle_test_batch("training batch 1 of 5"), "test_batch",
+                                            "holds a training batch", "--data-dir"),
+    "test-is-train-pickle-content": data_case(pickle_test_batch("testing batch 1 of 1"), "test_batch",
+                                              "same images as data_batch_1", "--data-dir"),
+    "subset-larger-than-dataset": Case(["--subset", "60000"], ("--subset 60000", "larger than the dataset"),
+                                       stage="data"),
+}
+
+
+def tripwire(what: str) -> Callable[..., None]:
+    def fail(*args, **kwargs):
+        raise AssertionError(f"{what} before the error")
+    return fail
+
+
+def run_main(args: list[str], capsys) -> tuple[int, str]:
+    try:
+        code = cifar.main(args)
+    except SystemExit as e:  # argparse's own errors
+        code = e.code
+    return code, capsys.readouterr().err
+
+
+def check_one_line_error(code: int, err: str, needles: tuple[str, ...]) -> None:
+    assert code == 2, err
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"{cifar.PROG}: error: "), lines[0]
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(name, tmp_path, capsys, monkeypatch, request):
+    case = CASES[name]
+    monkeypatch.delenv("DAWNBENCH_DATA", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # never the user's cache
+    data = cifar_dir()
+    if case.data is not None:
+        pickles = case.data.__code__.co_argcount == 2  # built once, only for the cases that use them
+        data = case.data(tmp_path, request.getfixturevalue("pickled")) if pickles else case.data(tmp_path)
+    out = case.out(tmp_path)
+    before = snapshot(out)
+    if case.stage == "flags":
+        monkeypatch.setattr(cifar, "load_cifar10", tripwire("the data was read"))
+    monkeypatch.setattr(cifar, "Trainer", tripwire("a model was built"))
+    monkeypatch.setattr(cifar, "build_model", tripwire("a model was built"))
+    code, err = run_main([*BASE, "--data-dir", str(data), "--out", str(out), *case.args], capsys)
+    check_one_line_error(code, err, case.needles)
+    assert snapshot(out) == before
+
+
+# -- The --out policy ------------------------------------------------------------
+
+
+def test_out_policy_in_one_place(tmp_path):
+    cli.check_out_dir(tmp_path / "new" / "deeper", overwrite=False)  # created at the first write
+    assert not (tmp_path / "new").exists()
+    cli.check_out_dir(out_empty(tmp_path / "a"), overwrite=False)
+    full = out_nonempty(tmp_path / "b")
+    with pytest.raises(ConfigError, match="--overwrite"):
+        cli.check_out_dir(full, overwrite=False)
+    cli.check_out_dir(full, overwrite=True)
+    cli.check_out_dir(full, overwrite=False, resuming=True)  # --resume reuses its own folder
+    with pytest.raises(ConfigError, match="is a file"):
+        cli.check_out_dir(out_file(tmp_path / "c"), overwrite=True)  # even with --overwrite
+
+
+def test_overwrite_lets_a_run_into_a_non_empty_out(tmp_path, capsys):
+    out = out_nonempty(tmp_path)
+    # The out check passes, so the next check speaks: the epochs, not the folder.
+    code, err = run_main([*BASE, "--data-dir", str(cifar_dir()), "--out", str(out), "--overwrite",
+                          "--epochs", "0"], capsys)
+    check_one_line_error(code, err, ("--epochs 0",))
+
+
+def test_show_config_ignores_out(tmp_path, capsys):
+    code = cifar.main(["--show-config", "--out", str(out_nonempty(tmp_path))])
+    assert code == 0 and '"epochs"' in capsys.readouterr().out
+
+
+def test_a_run_that_fails_writes_nothing(tmp_path, capsys, monkeypatch):
+    """A failure that is no user error (here: in the trainer) propagates, and
+    --out is still not created: nothing is written before there are results."""
+    monkeypatch.setattr(cifar, "Trainer", tripwire("crash"))
+    out = out_new(tmp_path)
+    with pytest.raises(AssertionError, match="crash"):
+        cifar.main([*BASE, "--data-dir", str(cifar_dir()), "--out", str(out)])
+    assert not out.exists()
+
+
+def test_a_failed_write_leaves_no_temp_file(tmp_path):
+    out = out_empty(tmp_path)
+    with pytest.raises(RuntimeError), bench.atomic_path(out / "run.json") as tmp:
+        tmp.write_text("half")
+        raise RuntimeError("disk full")
+    assert list(out.iterdir()) == []
+
+
+def test_non_empty_out_from_the_shell(tmp_path):
+    """The user's view: the process exits 2 with one line that says the fix."""
+    out = out_nonempty(tmp_path)
+    r = subprocess.run([sys.executable, "-m", "dawnbench_fast.cifar", *BASE, "--data-dir", str(cifar_dir()),
+                        "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "--overwrite" in r.stderr
+    assert r.stdout == "" and snapshot(out) == [("earlier_run.tsv", (out / "earlier_run.tsv").read_bytes())]
