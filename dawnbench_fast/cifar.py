@@ -146,8 +146,11 @@ class DeviceData:
 def prepare_data(ds: Cifar10, cfg: Config, device: torch.device) -> DeviceData:
     n = cfg.subset or len(ds.train_images)
     m = cfg.eval_subset or len(ds.test_images)
-    if n > len(ds.train_images) or m > len(ds.test_images):
-        raise ConfigError(f"--subset {n} / --eval-subset {m}: larger than the dataset")
+    for flag, k, have, what in (("--subset", n, len(ds.train_images), "training"),
+                                ("--eval-subset", m, len(ds.test_images), "test")):
+        if k > have:
+            raise ConfigError(f"{flag} {k}: larger than the dataset ({have} {what} images); "
+                              f"pass at most {have}, or 0 for all")
     scale_np, shift_np = aug.normalisation(MEAN, STD)
     scale, shift = torch.from_numpy(scale_np), torch.from_numpy(shift_np)
 
