@@ -213,8 +213,11 @@ CASES = {
                                             "holds a training batch", "--data-dir"),
     "test-is-train-pickle-content": data_case(pickle_test_batch("testing batch 1 of 1"), "test_batch",
                                               "same images as data_batch_1", "--data-dir"),
-    "subset-larger-than-dataset": Case(["--subset", "60000"], ("--subset 60000", "larger than the dataset"),
-                                       stage="data"),
+    # after the data is read (its size is the data's), before any model
+    "subset-larger-than-dataset": Case(["--subset", "60000"], ("--subset 60000", "larger than the dataset",
+                                                               "at most 50000"), stage="data"),
+    "eval-subset-larger-than-dataset": Case(["--eval-subset", "10001"], ("--eval-subset 10001",
+                                                                         "at most 10000"), stage="data"),
 }
 
 
