@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 from dawnbench_fast import checkpoint, cli, dispatch
 from dawnbench_fast.data import augment as aug
-from dawnbench_fast.data.cifar10 import MEAN, STD, Cifar10, DataError, load_cifar10
+from dawnbench_fast.data.cifar10 import MEAN, STD, Cifar10, DataError, load_cifar10, subset_problem
 from dawnbench_fast.models.cifar_net import CifarNet, FoldedCifarNet
 from dawnbench_fast.optim.muon import Muon
 from dawnbench_fast.optim.schedule import set_linear_decay
@@ -146,11 +146,8 @@ class DeviceData:
 def prepare_data(ds: Cifar10, cfg: Config, device: torch.device) -> DeviceData:
     n = cfg.subset or len(ds.train_images)
     m = cfg.eval_subset or len(ds.test_images)
-    for flag, k, have, what in (("--subset", n, len(ds.train_images), "training"),
-                                ("--eval-subset", m, len(ds.test_images), "test")):
-        if k > have:
-            raise ConfigError(f"{flag} {k}: larger than the dataset ({have} {what} images); "
-                              f"pass at most {have}, or 0 for all")
+    if (problem := subset_problem(ds, n, m)) is not None:
+        raise ConfigError(problem)
     scale_np, shift_np = aug.normalisation(MEAN, STD)
     scale, shift = torch.from_numpy(scale_np), torch.from_numpy(shift_np)
 

@@ -271,6 +271,16 @@ def locate(data_dir: str | os.PathLike | None, allow_download: bool = True) -> t
     return download(cache_dir()), "binary"
 
 
+def subset_problem(ds: Cifar10, subset: int, eval_subset: int) -> str | None:
+    """Why the first ``subset`` training and ``eval_subset`` test images cannot
+    be taken from ``ds`` (one line naming the flag and the fix), or None."""
+    for flag, k, have, what in (("--subset", subset, len(ds.train_images), "training"),
+                                ("--eval-subset", eval_subset, len(ds.test_images), "test")):
+        if k > have:
+            return f"{flag} {k}: larger than the dataset ({have} {what} images); pass at most {have}"
+    return None
+
+
 def load_cifar10(data_dir: str | os.PathLike | None = None, allow_download: bool = True) -> Cifar10:
     folder, layout = locate(data_dir, allow_download)
     return read_cifar10(folder, layout)
