@@ -6,6 +6,7 @@ user's mistake into ``prog: error: ...`` and exit status 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import math
 import sys
@@ -66,8 +67,8 @@ def add_report_args(p: argparse.ArgumentParser, out: str) -> None:
     g.add_argument("--out", default=out, help="folder for the TSV, JSON and run.json files; "
                    "must be new or empty unless --overwrite")
     g.add_argument("--overwrite", action="store_true",
-                   help="write into a non-empty --out, replacing files of the same names "
-                   "(nothing else there is deleted)")
+                   help="write into a non-empty --out (and over an existing --save-model), "
+                   "replacing files of the same names; nothing else is deleted")
     g.add_argument("--cost-per-hour", type=float, default=None, metavar="USD",
                    help="instance price, for training and inference cost")
     g.add_argument("--latency-images", type=int, default=10_000, metavar="N",
@@ -102,6 +103,8 @@ def check_run_args(a: argparse.Namespace) -> None:
     # --show-config writes nothing, so it may name any --out.
     if not getattr(a, "show_config", False):
         check_out_dir(Path(a.out), a.overwrite)
+        if a.save_model:
+            check_save_model(Path(a.save_model), a.runs, a.overwrite)
 
 
 def check_out_dir(path: Path, overwrite: bool, resuming: bool = False) -> None:
@@ -114,16 +117,35 @@ def check_out_dir(path: Path, overwrite: bool, resuming: bool = False) -> None:
     """
     if path.exists() and not path.is_dir():
         raise ConfigError(f"--out {path}: is a file, not a folder; pass a folder path")
-    # A missing folder is created at the first write; a file on the way there would
+    _check_parents("--out", path, "folder")
+    if path.is_dir() and not (overwrite or resuming) and any(path.iterdir()):
+        raise ConfigError(f"--out {path}: folder is not empty (results of an earlier run?); "
+                          "pass a new --out folder, or --overwrite to replace its files")
+
+
+def check_save_model(path: Path, runs: int, overwrite: bool) -> None:
+    """``--save-model PATH`` is written after the training: whatever would make
+    that write fail or replace a saved model is refused now, before it."""
+    if path.is_dir():
+        raise ConfigError(f"--save-model {path}: is a folder; pass a file path, e.g. {path / 'model.pt'}")
+    _check_parents("--save-model", path, "file")
+    # With --runs N each seed's model is PATH's stem + _seedK (runs.run_one).
+    stem, suffix = glob.escape(path.stem), glob.escape(path.suffix)  # a name may hold [ or *
+    pattern = f"{stem}_seed*{suffix}" if runs > 1 else glob.escape(path.name)
+    existing = sorted(path.parent.glob(pattern)) if path.parent.is_dir() else []
+    if existing and not overwrite:
+        raise ConfigError(f"--save-model {path}: {existing[0]} exists; pass a new path, or "
+                          "--overwrite to replace it")
+
+
+def _check_parents(flag: str, path: Path, kind: str) -> None:
+    # Missing folders are created at the first write; a file on the way there would
     # only fail then, after the training, so look for one now.
     for parent in path.parents:
         if parent.exists():
             if not parent.is_dir():
-                raise ConfigError(f"--out {path}: {parent} is a file; pass a folder path")
-            break
-    if path.is_dir() and not (overwrite or resuming) and any(path.iterdir()):
-        raise ConfigError(f"--out {path}: folder is not empty (results of an earlier run?); "
-                          "pass a new --out folder, or --overwrite to replace its files")
+                raise ConfigError(f"{flag} {path}: {parent} is a file; pass a {kind} path")
+            return
 
 
 def json_dumps(obj: object) -> str:

@@ -142,6 +142,12 @@ def out_under_file(tmp: Path) -> Path:
     return a_file(tmp) / "out"
 
 
+def saved_seed_model(tmp: Path) -> Path:
+    """m.pt, whose --runs 2 files would be m_seed0.pt and m_seed1.pt; the second exists."""
+    (tmp / "m_seed1.pt").write_bytes(b"weights")
+    return tmp / "m.pt"
+
+
 def snapshot(path: Path) -> object:
     """Everything at ``path`` (names and bytes), to compare before and after."""
     if not path.exists():
@@ -161,6 +167,7 @@ class Case:
     data: Callable[..., Path] | None = None  # (tmp[, pickled]) -> --data-dir; None: the real copy
     out: Callable[[Path], Path] = out_new
     stage: str = "flags"  # flags: fails before any data is read; data: before any model exists
+    more: Callable[[Path], list[str]] = lambda tmp: []  # flags naming files made in tmp
 
 
 def data_case(data: Callable[..., Path], *needles: str, out: Callable[[Path], Path] = out_new) -> Case:
@@ -190,6 +197,14 @@ CASES = {
     "out-is-a-file": Case([], ("--out", "is a file", "folder path"), out=out_file),
     "out-under-a-file": Case([], ("--out", "file", "is a file"), out=out_under_file),
     "out-not-empty": Case([], ("--out", "not empty", "new --out folder", "--overwrite"), out=out_nonempty),
+    "save-model-is-a-folder": Case([], ("--save-model", "is a folder", "model.pt"),
+                                   more=lambda t: ["--save-model", str(out_empty(t / "models"))]),
+    "save-model-exists": Case([], ("--save-model", "exists", "--overwrite"),
+                              more=lambda t: ["--save-model", str(a_file(t))]),
+    "save-model-seed-exists": Case(["--runs", "2"], ("--save-model", "m_seed1.pt exists", "--overwrite"),
+                                   more=lambda t: ["--save-model", str(saved_seed_model(t))]),
+    "save-model-under-a-file": Case([], ("--save-model", "is a file", "file path"),
+                                    more=lambda t: ["--save-model", str(a_file(t) / "m.pt")]),
     # data, checked before any model is built
     "data-dir-missing": data_case(lambda t: t / "nope", "--data-dir", "no such folder", "point it at"),
     "data-dir-is-a-file": data_case(a_file, "--data-dir", "is a file", "point it at"),
@@ -260,7 +275,8 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(name, tmp_path, capsys,
         monkeypatch.setattr(cifar, "load_cifar10", tripwire("the data was read"))
     monkeypatch.setattr(cifar, "Trainer", tripwire("a model was built"))
     monkeypatch.setattr(cifar, "build_model", tripwire("a model was built"))
-    code, err = run_main([*BASE, "--data-dir", str(data), "--out", str(out), *case.args], capsys)
+    code, err = run_main([*BASE, "--data-dir", str(data), "--out", str(out), *case.args,
+                          *case.more(tmp_path)], capsys)
     check_one_line_error(code, err, case.needles)
     assert snapshot(out) == before
 
@@ -287,6 +303,9 @@ def test_overwrite_lets_a_run_into_a_non_empty_out(tmp_path, capsys):
     code, err = run_main([*BASE, "--data-dir", str(cifar_dir()), "--out", str(out), "--overwrite",
                           "--epochs", "0"], capsys)
     check_one_line_error(code, err, ("--epochs 0",))
+    code, err = run_main([*BASE, "--data-dir", str(cifar_dir()), "--out", str(out), "--overwrite",
+                          "--save-model", str(a_file(tmp_path)), "--epochs", "0"], capsys)
+    check_one_line_error(code, err, ("--epochs 0",))  # and over a saved model
 
 
 def test_show_config_ignores_out(tmp_path, capsys):
