@@ -76,6 +76,44 @@ PYBIND11_MODULE(DBF_MODULE_NAME, m) {
       },
       "CPU BatchNorm + activation backward (pointers; see cpu_kernels.h)");
   m.def(
+      "pool_bn_act_forward",
+      [](int dtype, std::uintptr_t x, std::uintptr_t pooled, std::uintptr_t codes,
+         std::uintptr_t y, std::uintptr_t stats, std::uintptr_t w, std::uintptr_t b,
+         std::uintptr_t rm, std::uintptr_t rv, int N, int H, int W, int C, int training,
+         float eps, float momentum, int act) {
+        py::gil_scoped_release nogil;
+        dbf::cpu::NhwcArgs a{};
+        a.dtype = dtype, a.act = act, a.N = N, a.H = H, a.W = W, a.C = C, a.pool = 1;
+        a.training = training, a.x = ptr<const void>(x), a.pooled = ptr<void>(pooled);
+        a.codes = ptr<unsigned char>(codes), a.y = ptr<void>(y), a.stats = ptr<float>(stats);
+        a.weight = ptr<const float>(w), a.bias = ptr<const float>(b);
+        a.running_mean = ptr<float>(rm), a.running_var = ptr<float>(rv), a.eps = eps;
+        a.momentum = momentum;
+        dbf::cpu::bn_act_nhwc(a, true);
+      },
+      "CPU 2x2 max-pool + BatchNorm + activation forward, NHWC fp32/bf16 (see cpu_kernels.h)");
+  m.def(
+      "pool_bn_act_backward",
+      [](int dtype, std::uintptr_t pooled, std::uintptr_t codes, std::uintptr_t dy,
+         std::uintptr_t dx, std::uintptr_t stats, std::uintptr_t dw, std::uintptr_t db, int N,
+         int H, int W, int C, int training, int act) {
+        py::gil_scoped_release nogil;
+        dbf::cpu::NhwcArgs a{};
+        a.dtype = dtype, a.act = act, a.N = N, a.H = H, a.W = W, a.C = C, a.pool = 1;
+        a.training = training, a.pooled = ptr<void>(pooled);
+        a.codes = ptr<unsigned char>(codes), a.dy = ptr<const void>(dy), a.dx = ptr<void>(dx);
+        a.stats = ptr<float>(stats), a.dweight = ptr<float>(dw), a.dbias = ptr<float>(db);
+        dbf::cpu::bn_act_nhwc(a, false);
+      },
+      "CPU backward of pool_bn_act_forward: dx is (N, H, W, C)");
+  m.def("set_nhwc_kernels_enabled", &dbf::cpu::set_nhwc_kernels_enabled,
+        "route bn_act_forward/backward's NHWC fp32/bf16 calls through the vectorised loops");
+  m.def("nhwc_kernels_enabled", &dbf::cpu::nhwc_kernels_enabled);
+  m.def("nhwc_last_pass_seconds", &dbf::cpu::nhwc_last_pass_seconds,
+        "seconds of pass 0 (statistics/reduction) or 1 (apply) of the last NHWC call");
+  m.def("nhwc_kernels_vectorised", &dbf::cpu::nhwc_kernels_vectorised,
+        "whether the NHWC loops were built with AVX-512");
+  m.def(
       "augment",
       [](int dtype, std::uintptr_t padded, std::uintptr_t indices, std::uintptr_t params,
          std::uintptr_t scale, std::uintptr_t shift, std::uintptr_t out, int B, int ph, int pw,

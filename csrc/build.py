@@ -29,7 +29,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 EXT_NAME = "dawnbench_fast._C"
-CPU_SOURCES = ["bindings.cpp", "cpu_bn_act.cpp", "cpu_augment.cpp", "cpu_gemm.cpp"]
+CPU_SOURCES = ["bindings.cpp", "cpu_bn_act.cpp", "cpu_fused_bn.cpp", "cpu_augment.cpp", "cpu_gemm.cpp"]
 CUDA_SOURCES = ["bn_act.cu", "augment.cu", "gemm_mma.cu"]
 SOURCE_SUFFIXES = (".cu", ".cuh", ".h", ".cpp")
 

@@ -55,6 +55,34 @@ def bn_act_bwd_cost(shapes, dtypes, concrete=None):
     return flops, nbytes
 
 
+def pool_bn_act_fwd_cost(shapes, dtypes, concrete=None):
+    """2x2 max-pool (3 compares per output), statistics (3), normalise (2),
+    activation, per pooled element; reads x, writes y, the pooled tensor and
+    one byte of argmax code per pooled element."""
+    x = shapes[0]
+    n, c = (x[0], x[1]) if len(x) == 4 else (1, 1)
+    out = n * c * (x[2] // 2) * (x[3] // 2) if len(x) == 4 else 0
+    flops = (3 + 3 + 2 + _activation(concrete, 8).flops) * out
+    item = itemsize(dtypes[0])
+    return flops, _nbytes(x, dtypes[0]) + out * (2 * item + 1) + (2 + 4 + 4) * 4 * c
+
+
+def pool_bn_act_bwd_cost(shapes, dtypes, concrete=None):
+    """As csrc_bn_act_bwd per pooled element; reads pooled, codes, dy and
+    writes the full-size dx (in_h x in_w, from the arguments when a trace has
+    them, else twice the pooled size)."""
+    p = shapes[0]
+    n, c = (p[0], p[1]) if len(p) == 4 else (1, 1)
+    out = _numel(p)
+    try:
+        in_hw = int(concrete[4]) * int(concrete[5])
+    except (TypeError, ValueError, IndexError):
+        in_hw = 4 * (p[2] * p[3] if len(p) == 4 else 0)
+    flops = (10 + _activation(concrete, 7).grad_flops) * out
+    item = itemsize(dtypes[0])
+    return flops, out * (2 * item + 1) + n * c * in_hw * item + 7 * 4 * c
+
+
 def augment_cost(shapes, dtypes, concrete=None):
     """One multiply and one add per output element; one uint8 read each."""
     b = shapes[1][0] if shapes[1] else 0
@@ -77,6 +105,8 @@ def gemm_mma_cost(shapes, dtypes, concrete=None):
 COSTS = {
     "dawnbench::csrc_bn_act_fwd": (bn_act_fwd_cost, False),
     "dawnbench::csrc_bn_act_bwd": (bn_act_bwd_cost, False),
+    "dawnbench::csrc_pool_bn_act_fwd": (pool_bn_act_fwd_cost, False),
+    "dawnbench::csrc_pool_bn_act_bwd": (pool_bn_act_bwd_cost, False),
     "dawnbench::csrc_augment": (augment_cost, False),
     "dawnbench::csrc_gemm_mma": (gemm_mma_cost, True),
 }

@@ -265,6 +265,14 @@ struct Bwd {
 void bn_act_forward(int dtype, const void* x, void* y, float* stats, const float* weight,
                     const float* bias, float* running_mean, float* running_var, int N, int C,
                     int HW, int channels_last, int training, float eps, float momentum, int act) {
+  if (channels_last && dtype != kF16 && nhwc_kernels_enabled()) {  // the vectorised loops
+    NhwcArgs a{};
+    a.dtype = dtype, a.act = act, a.N = N, a.H = 1, a.W = HW, a.C = C, a.training = training;
+    a.x = x, a.y = y, a.stats = stats, a.weight = weight, a.bias = bias;
+    a.running_mean = running_mean, a.running_var = running_var, a.eps = eps, a.momentum = momentum;
+    bn_act_nhwc(a, true);
+    return;
+  }
   dispatch_dt_act<Fwd>(dtype, act, x, y, stats, weight, bias, running_mean, running_var, N, C, HW,
                        channels_last, training, eps, momentum);
 }
@@ -272,6 +280,14 @@ void bn_act_forward(int dtype, const void* x, void* y, float* stats, const float
 void bn_act_backward(int dtype, const void* x, const void* dy, void* dx, const float* stats,
                      float* dweight, float* dbias, int N, int C, int HW, int channels_last,
                      int training, int act) {
+  if (channels_last && dtype != kF16 && nhwc_kernels_enabled()) {
+    NhwcArgs a{};
+    a.dtype = dtype, a.act = act, a.N = N, a.H = 1, a.W = HW, a.C = C, a.training = training;
+    a.x = x, a.dy = dy, a.dx = dx, a.stats = const_cast<float*>(stats);
+    a.dweight = dweight, a.dbias = dbias;
+    bn_act_nhwc(a, false);
+    return;
+  }
   dispatch_dt_act<Bwd>(dtype, act, x, dy, dx, stats, dweight, dbias, N, C, HW, channels_last,
                        training);
 }

@@ -18,6 +18,37 @@ void bn_act_backward(int dtype, const void* x, const void* dy, void* dx, const f
                      float* dweight, float* dbias, int N, int C, int HW, int channels_last,
                      int training, int act);
 
+// BatchNorm + activation on NHWC tensors of fp32 or bf16, optionally fused
+// with the 2x2 max-pool before it (cpu_fused_bn.cpp). Forward: x is
+// (N, H, W, C); with pool, pooled and codes (N, H/2, W/2, C) are written
+// (codes: argmax 0..3 of each window, row-major) and y is pooled-sized.
+// Backward: dy is y-sized; dx is x-sized (zeros where no window's max was).
+// Forward also fills stats (4*C) and updates running stats as bn_act_forward.
+struct NhwcArgs {
+  int dtype, act, N, H, W, C, pool, training;
+  const void* x;          // forward input; backward: the BN input when !pool
+  void* pooled;           // pool: written by forward, read by backward
+  unsigned char* codes;   // pool: idem
+  void* y;                // forward output
+  const void* dy;         // backward
+  void* dx;               // backward output
+  float* stats;           // 4*C: mean | invstd | scale | bias
+  const float* weight;
+  const float* bias;
+  float* running_mean;
+  float* running_var;
+  float eps, momentum;
+  float* dweight;
+  float* dbias;
+};
+void bn_act_nhwc(const NhwcArgs& args, bool forward);
+// bn_act_forward/backward route NHWC fp32/bf16 through bn_act_nhwc while this
+// is on (default); tests and benchmarks switch it off to compare.
+bool nhwc_kernels_enabled();
+void set_nhwc_kernels_enabled(bool on);
+bool nhwc_kernels_vectorised();  // built with AVX-512 (else one lane at a time)
+double nhwc_last_pass_seconds(int pass);  // the last bn_act_nhwc call's pass 0 / 1
+
 // Training augmentation (augment_math.cuh): out is (B, size, size, C) of dtype.
 void augment(int dtype, const unsigned char* padded, const long long* indices, const int* params,
              const float* scale, const float* shift, void* out, int B, int ph, int pw, int C,

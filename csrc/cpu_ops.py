@@ -5,6 +5,8 @@ paths on this machine class (docs/PERFORMANCE.md, "CUDA C++ kernels and their
 CPU build"):
 
 - ``bn_act``: faster than torch's BatchNorm + activation (oneDNN/ATen);
+  Its ``pooled`` attribute is the fused max-pool + BN + act
+  (csrc/pool_bn_act.py), which the cpu conv group uses after its first conv;
 - ``augment``: faster than the numba kernel of data/augment_cpu.py (and
   bit-identical to it and to the reference), which is therefore registered
   nowhere: this module is the one place that says which ``augment`` serves.
@@ -21,7 +23,7 @@ from __future__ import annotations
 import torch
 
 from dawnbench_fast import dispatch
-from dawnbench_fast.csrc import native, ops
+from dawnbench_fast.csrc import native, ops, pool_bn_act  # noqa: F401 - gives bn_act .pooled
 
 
 def probe(device: torch.device) -> str | None:

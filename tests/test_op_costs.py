@@ -61,6 +61,11 @@ def _bn_fwd_args() -> tuple:
     return (_r(2, c, 4, 4), _r(c), _r(c), torch.zeros(c), torch.ones(c), True, 1e-5, 0.1, "gelu")
 
 
+def _pool_bwd_call():
+    _, pooled, codes, stats, _, _ = D.csrc_pool_bn_act_fwd(_r(2, 8, 5, 4), *_bn_fwd_args()[1:])
+    return D.csrc_pool_bn_act_bwd(pooled, codes, _r(2, 8, 2, 2), stats, 5, 4, True, "gelu")
+
+
 # One small real call per op; activations are GELU, the one a trace assumes
 # (the profiler records no str argument).
 CALLS = {
@@ -87,6 +92,9 @@ CALLS = {
     "dawnbench::csrc_bn_act_fwd": lambda: D.csrc_bn_act_fwd(*_bn_fwd_args()),
     "dawnbench::csrc_bn_act_bwd": lambda: D.csrc_bn_act_bwd(
         _r(2, 8, 4, 4), _r(2, 8, 4, 4), D.csrc_bn_act_fwd(*_bn_fwd_args())[1], True, "gelu"),
+    "dawnbench::csrc_pool_bn_act_fwd": lambda: D.csrc_pool_bn_act_fwd(
+        _r(2, 8, 5, 4).contiguous(memory_format=torch.channels_last), *_bn_fwd_args()[1:]),
+    "dawnbench::csrc_pool_bn_act_bwd": lambda: _pool_bwd_call(),
     "dawnbench::csrc_gemm_mma": lambda: D.csrc_gemm_mma(_r(16, 8, dtype=torch.half),
                                                         _r(8, 12, dtype=torch.half)),
 }

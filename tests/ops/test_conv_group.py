@@ -16,6 +16,7 @@ interpreter), with tolerances to match.
 from __future__ import annotations
 
 import copy
+import json
 import zlib
 
 import pytest
@@ -288,13 +289,70 @@ def test_cpu_conv3x3_function_matches_conv2d_autograd(method, dtype, monkeypatch
     cpu_scaled_close(w1.grad, w2.grad, CPU_TOL[dtype])
 
 
-def test_cpu_autotune_records_one_choice_per_shape(monkeypatch):
+def test_cpu_autotune_records_one_choice_per_shape(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(conv_cpu, "_CHOICE", {})
+    monkeypatch.setenv("DAWNBENCH_CACHE", str(tmp_path))
+    monkeypatch.setattr(conv_cpu, "REPS", 2)
     x, w, g = cpu_inputs(2, 8, 7, 12, torch.bfloat16, seed=1)
     w = w.requires_grad_()
     conv_cpu.Conv3x3.apply(x, w).backward(g)
-    assert list(conv_cpu._CHOICE.values())[0] in conv_cpu.WGRAD_METHODS
+    assert list(conv_cpu._CHOICE.values())[0]["method"] in conv_cpu.WGRAD_METHODS
     assert len(conv_cpu.chosen_methods()) == 1
+    assert "timing the weight-gradient methods" in capsys.readouterr().err  # the one-line note
+    saved = json.loads(conv_cpu.cache_path().read_text())
+    chosen = list(conv_cpu.chosen_methods().values())[0]
+    assert len(saved) == 1 and list(saved.values())[0]["method"] == chosen
+
+
+def test_cpu_wgrad_choice_is_read_back_from_the_cache(monkeypatch, tmp_path, capsys):
+    """A second process (simulated: this process's choices cleared) takes the
+    saved choice without timing anything; frozen never measures; a forced
+    policy wins; an unknown policy is a one-line error."""
+    monkeypatch.setenv("DAWNBENCH_CACHE", str(tmp_path))
+    x, w, g = cpu_inputs(2, 8, 7, 12, torch.bfloat16, seed=1)
+    key = conv_cpu._cache_key(x, w)
+    conv_cpu._write_cache(key, {"method": "im2col"})
+    monkeypatch.setattr(conv_cpu, "_CHOICE", {})
+    monkeypatch.setattr(conv_cpu, "measure_wgrad", lambda *a: pytest.fail("measured again"))
+    assert conv_cpu.choose_wgrad(x, g, w) == "im2col"
+    assert conv_cpu.wgrad_decisions()[next(iter(conv_cpu.chosen_methods()))]["source"] == "cache"
+    monkeypatch.setattr(conv_cpu, "_CHOICE", {})
+    x2, w2, g2 = cpu_inputs(3, 8, 7, 12, torch.bfloat16, seed=2)  # not in the cache
+    monkeypatch.setenv("DAWNBENCH_WGRAD", "frozen")
+    assert conv_cpu.choose_wgrad(x2, g2, w2) == conv_cpu.DEFAULT_METHOD
+    monkeypatch.setattr(conv_cpu, "_CHOICE", {})
+    conv_cpu.set_wgrad_policy("fp32")
+    try:
+        assert conv_cpu.choose_wgrad(x, g, w) == "fp32"
+    finally:
+        conv_cpu.set_wgrad_policy(None)
+    with pytest.raises(ValueError, match="wgrad policy"):
+        conv_cpu.set_wgrad_policy("fastest")
+    assert "timing" not in capsys.readouterr().err
+
+
+def test_cpu_wgrad_measurement_keeps_aten_within_the_margin(monkeypatch):
+    cost = {"aten": 1.0, "fp32": 0.95, "im2col": 3.0}  # fp32 only 5% faster: below MARGIN
+    now = [0.0]
+
+    def fake_clock():
+        return now[0]
+
+    calls = []
+
+    def timed(name):
+        def fn(*a):
+            calls.append(name)
+            now[0] += cost[name]
+        return fn
+
+    monkeypatch.setattr(conv_cpu, "_METHODS", {k: timed(k) for k in cost})
+    monkeypatch.setattr(conv_cpu.time, "perf_counter", fake_clock)
+    got = conv_cpu.measure_wgrad(None, None, None)
+    assert got["method"] == "aten"
+    assert calls.count("im2col") == 2  # warm-up + the first round only: 3x slower, dropped
+    cost["fp32"] = 0.5
+    assert conv_cpu.measure_wgrad(None, None, None)["method"] == "fp32"
 
 
 def test_cpu_conv_group_matches_reference_group():

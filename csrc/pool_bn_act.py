@@ -1,0 +1,170 @@
+"""2x2 max-pool + BatchNorm + activation as one CPU op (the first half of a
+conv group after its first convolution), on the CPU (OpenMP/AVX-512) build of
+csrc: ``dawnbench::csrc_pool_bn_act_fwd`` / ``_bwd`` (cpu_fused_bn.cpp).
+
+Reference: ``layer_ops.bn_act(F.max_pool2d(x, 2), bn, act)``. Why fused: the
+separate ops made 5 passes over memory forward (pool, its int64 indices,
+statistics, normalise) and 4 backward, and ATen's bf16 max-pool and its
+backward ran at 1-2 GB/s here (docs/PERFORMANCE.md). Fused: forward reads x
+once to write the pooled tensor, a one-byte argmax code per pooled element and
+the batch statistics, then one pass normalises and activates; backward is one
+reduction pass over (pooled, dy) and one pass writing the full-size dx. Only
+the pooled tensor, the codes and 4*C statistics are kept for backward.
+
+The results are bit-identical to ATen's max-pool followed by the csrc
+``bn_act`` (same tie rule, same summation order, same element math). fp32 and
+bf16 storage; channels_last (NHWC) memory (other layouts are made so first).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from dawnbench_fast.csrc import native
+from dawnbench_fast.csrc.costs import COSTS
+from dawnbench_fast.csrc.ops import DTYPE_CODES, _check_same, _ptr, bn_act, new_output
+from dawnbench_fast.roofline.registry import register_flop_formulas
+from dawnbench_fast.vocabulary import activation
+
+FUSED_DTYPES = (torch.float32, torch.bfloat16)
+
+
+def _nhwc(x: torch.Tensor) -> torch.Tensor:
+    return x if x.is_contiguous(memory_format=torch.channels_last) else \
+        x.contiguous(memory_format=torch.channels_last)
+
+
+def _codes(n: int, h: int, w: int, c: int) -> torch.Tensor:
+    """uint8 (N, C, h, w) in NHWC memory, allocated through NumPy (huge pages)."""
+    return torch.from_numpy(np.empty((n, h, w, c), dtype=np.uint8)).permute(0, 3, 1, 2)
+
+
+@torch.library.custom_op("dawnbench::csrc_pool_bn_act_fwd", mutates_args=())
+def pool_bn_act_fwd(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
+    running_mean: torch.Tensor | None, running_var: torch.Tensor | None,
+    training: bool, eps: float, momentum: float, act: str,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(y, pooled, codes, stats, new_running_mean, new_running_var):
+    y = act(batchnorm(max_pool2d(x, 2))); pooled and codes (argmax 0..3 of
+    each window, row-major) and stats [mean | invstd | scale | bias] are kept
+    for backward. Running statistics come back as new tensors (training) as in
+    ``csrc_bn_act_fwd``."""
+    if x.dtype not in FUSED_DTYPES or x.dim() != 4 or x.device.type != "cpu":
+        raise TypeError(f"csrc_pool_bn_act_fwd: x must be a 4-D fp32/bf16 CPU tensor, got "
+                        f"{x.dtype} {tuple(x.shape)} on {x.device}")
+    _check_same("csrc_pool_bn_act_fwd", x, {"weight": weight, "bias": bias,
+                                            "running_mean": running_mean, "running_var": running_var})
+    x = _nhwc(x)
+    n, c, h, w = x.shape
+    y = new_output((n, c, h // 2, w // 2), x.dtype, x.device, True)
+    pooled = new_output((n, c, h // 2, w // 2), x.dtype, x.device, True)
+    codes = _codes(n, h // 2, w // 2, c)
+    stats = torch.empty(4 * c, dtype=torch.float32)
+    wt, bs = weight.float().contiguous(), bias.float().contiguous()
+    if training:
+        rm = running_mean.float().clone() if running_mean is not None else None
+        rv = running_var.float().clone() if running_var is not None else None
+    else:
+        if running_mean is None or running_var is None:
+            raise ValueError("csrc_pool_bn_act_fwd: eval mode needs running_mean and running_var")
+        rm, rv = running_mean.float().contiguous(), running_var.float().contiguous()
+    native.load().pool_bn_act_forward(
+        DTYPE_CODES[x.dtype], _ptr(x), _ptr(pooled), _ptr(codes), _ptr(y), _ptr(stats), _ptr(wt),
+        _ptr(bs), _ptr(rm), _ptr(rv), n, h, w, c, int(training), eps, momentum,
+        activation(act).code)
+    empty = stats.new_empty(0)
+    if training and rm is not None and rv is not None:
+        return y, pooled, codes, stats, rm, rv
+    return y, pooled, codes, stats, empty, empty.clone()
+
+
+@pool_bn_act_fwd.register_fake
+def _(x, weight, bias, running_mean, running_var, training, eps, momentum, act):
+    n, c, h, w = x.shape
+    small = x.new_empty((n, c, h // 2, w // 2))
+    k = c if training and running_mean is not None and running_var is not None else 0
+    f = torch.float32
+    return (small, torch.empty_like(small), small.to(torch.uint8), x.new_empty(4 * c, dtype=f),
+            x.new_empty(k, dtype=f), x.new_empty(k, dtype=f))
+
+
+@torch.library.custom_op("dawnbench::csrc_pool_bn_act_bwd", mutates_args=())
+def pool_bn_act_bwd(
+    pooled: torch.Tensor, codes: torch.Tensor, dy: torch.Tensor, stats: torch.Tensor,
+    in_h: int, in_w: int, training: bool, act: str,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dx (N, C, in_h, in_w), dweight, dbias) of pool_bn_act_fwd."""
+    n, c, h, w = pooled.shape
+    if dy.shape != pooled.shape or codes.shape != pooled.shape or stats.numel() != 4 * c:
+        raise ValueError("csrc_pool_bn_act_bwd: dy, codes and stats must match the forward's outputs")
+    if in_h // 2 != h or in_w // 2 != w:
+        raise ValueError(f"csrc_pool_bn_act_bwd: input {in_h}x{in_w} does not pool to {h}x{w}")
+    pooled, codes, dy = _nhwc(pooled), _nhwc(codes), _nhwc(dy.to(pooled.dtype))
+    dx = new_output((n, c, in_h, in_w), pooled.dtype, pooled.device, True)
+    dweight = torch.empty(c, dtype=torch.float32)
+    dbias = torch.empty(c, dtype=torch.float32)
+    native.load().pool_bn_act_backward(
+        DTYPE_CODES[pooled.dtype], _ptr(pooled), _ptr(codes), _ptr(dy), _ptr(dx), _ptr(stats),
+        _ptr(dweight), _ptr(dbias), n, in_h, in_w, c, int(training), activation(act).code)
+    return dx, dweight, dbias
+
+
+@pool_bn_act_bwd.register_fake
+def _(pooled, codes, dy, stats, in_h, in_w, training, act):
+    n, c = pooled.shape[:2]
+    f = torch.float32
+    return pooled.new_empty((n, c, in_h, in_w)), pooled.new_empty(c, dtype=f), \
+        pooled.new_empty(c, dtype=f)
+
+
+def _setup(ctx, inputs, output) -> None:
+    x, weight, bias, _rm, _rv, training, _eps, _momentum, act = inputs
+    ctx.save_for_backward(output[1], output[2], output[3])
+    ctx.in_hw = (x.shape[2], x.shape[3])
+    ctx.training, ctx.act = training, act
+    ctx.weight_dtype, ctx.bias_dtype = weight.dtype, bias.dtype
+
+
+def _backward(ctx, grad_y, *_unused):
+    pooled, codes, stats = ctx.saved_tensors
+    dx, dweight, dbias = pool_bn_act_bwd(pooled, codes, grad_y, stats, *ctx.in_hw, ctx.training,
+                                         ctx.act)
+    return (dx, dweight.to(ctx.weight_dtype), dbias.to(ctx.bias_dtype), None, None, None, None,
+            None, None)
+
+
+pool_bn_act_fwd.register_autograd(_backward, setup_context=_setup)
+
+
+def pool_bn_act(x: torch.Tensor, bn: torch.nn.BatchNorm2d, act: str = "gelu") -> torch.Tensor:
+    """``bn_act(max_pool2d(x, 2), bn, act)`` with the module's state updated
+    as ``ops.bn_act`` does; other dtypes (fp16) take the unfused path."""
+    if x.dtype not in FUSED_DTYPES or x.device.type != "cpu":
+        return bn_act(F.max_pool2d(x, 2), bn, act)
+    activation(act)  # one-line ValueError for an unknown name, before any state changes
+    use_batch = bn.training or not bn.track_running_stats
+    momentum = bn.momentum
+    if bn.training and bn.track_running_stats and bn.num_batches_tracked is not None:
+        bn.num_batches_tracked.add_(1)
+        if momentum is None:  # cumulative moving average, as nn.BatchNorm2d
+            momentum = 1.0 / float(bn.num_batches_tracked)
+    weight = bn.weight if bn.weight is not None else torch.ones_like(bn.running_mean)
+    bias = bn.bias if bn.bias is not None else torch.zeros_like(bn.running_mean)
+    rm, rv = bn.running_mean, bn.running_var
+    out = pool_bn_act_fwd(x, weight, bias, rm, rv, use_batch, float(bn.eps),
+                          float(momentum or 0.0), act)
+    if use_batch and out[4].numel():
+        with torch.no_grad():
+            rm.copy_(out[4])
+            rv.copy_(out[5])
+    return out[0]
+
+
+register_flop_formulas(COSTS)
+
+# The cpu conv group (models/conv_cpu.py, which may not import csrc) finds the
+# fused op through the bn_act op its backend gave it.
+bn_act.pooled = pool_bn_act
