@@ -160,22 +160,25 @@ void first_values(const void* xv, const Geo& g, float* k) {
 }
 
 // Pass 2 of the forward: y = act((s - mean) * scale + bias) over src rows.
+// Left to g++'s vectoriser (omp simd over the shared scalar math): measured
+// 10-20% faster here than the intrinsics of cpu_vec.h, and the same bits.
 template <int DT, int ACT>
 void forward_apply(const void* sv, void* yv, const float* st4, const Geo& g) {
-  typedef Io<DT> IO;
-  typedef typename IO::T T;
-  const T* s = static_cast<const T*>(sv);
-  T* y = static_cast<T*>(yv);
+  typedef Elem<DT> E;
+  const typename E::T* s = static_cast<const typename E::T*>(sv);
+  typename E::T* y = static_cast<typename E::T*>(yv);
   const int C = g.C;
-  const Padded mean(st4, C, g.Cp), scale(st4 + 2 * C, C, g.Cp), beta(st4 + 3 * C, C, g.Cp);
+  const float* mean = st4;
+  const float* scale = st4 + 2 * C;
+  const float* beta = st4 + 3 * C;
 #pragma omp parallel for schedule(static) if (g.parallel())
-  for (i64 m = 0; m < g.M; ++m)
-    for (int c = 0; c < C; c += L) {
-      const vm msk = tail_mask(C - c);
-      const vf z = add(mul(sub(IO::load(s + m * C + c, msk), ld(mean.p() + c)), ld(scale.p() + c)),
-                       ld(beta.p() + c));
-      IO::store(y + m * C + c, msk, act_forward<ACT>(z));
-    }
+  for (i64 m = 0; m < g.M; ++m) {
+    const typename E::T* xr = s + m * C;
+    typename E::T* yr = y + m * C;
+#pragma omp simd
+    for (int c = 0; c < C; ++c)
+      yr[c] = E::store(dbf::act_forward(bn_z(E::load(xr[c]), mean[c], scale[c], beta[c]), ACT));
+  }
 }
 
 // Pass 1 of the backward: sums of g = dy * act'(z) and of g * xhat; g itself
