@@ -15,6 +15,7 @@ import torch
 
 from dawnbench_fast.bench import atomic_path
 from dawnbench_fast.data.cifar10 import DataError
+from dawnbench_fast.overrides import ConfigError
 
 M = TypeVar("M", bound=torch.nn.Module)
 
@@ -43,3 +44,45 @@ def load(path: str | os.PathLike, device: str | torch.device, config_type: type,
     except Exception as e:
         raise DataError(f"{path}: not a dawnbench_fast {what} ({type(e).__name__})") from e
     return model.to(device).eval()
+
+
+# ---------------------------------------------------------------------------
+# Run checkpoints (--resume)
+# ---------------------------------------------------------------------------
+
+RUN_CHECKPOINT = "checkpoint.pt"  # in the run's folder, beside run.json
+_FORMAT = "dawnbench_fast run checkpoint v1"
+# Config fields that may differ between the killed and the resuming command:
+# where the same data is read from changes nothing that is computed.
+_MAY_DIFFER = ("data_dir", "download")
+
+
+def save_run(path: Path, *, config: dict, task_state: dict, loop: dict, phases: dict[str, float],
+             wall_start: float, resumes: int) -> None:
+    """One run's state at an epoch's end, written atomically: a run killed at
+    any moment leaves the previous checkpoint or this one, never half of one."""
+    payload = {"format": _FORMAT, "config": config, "task": task_state, "loop": loop,
+               "phases": dict(phases), "wall_start": wall_start, "resumes": resumes}
+    with atomic_path(path) as tmp:
+        torch.save(payload, tmp)
+
+
+def load_run(path: Path, config: dict) -> dict:
+    """The checkpoint at ``path``, checked to belong to a run of ``config``;
+    a one-line ConfigError naming the file and the fix otherwise."""
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # truncated, not a torch file, unreadable
+        raise ConfigError(f"--resume: {path} is damaged or not a checkpoint ({type(e).__name__}); "
+                          "start the run again in a new --out") from None
+    if not isinstance(payload, dict) or payload.get("format") != _FORMAT:
+        raise ConfigError(f"--resume: {path} is not a dawnbench_fast run checkpoint; "
+                          "start the run again in a new --out")
+    saved = payload["config"]
+    diff = sorted(k for k in set(saved) | set(config)
+                  if k not in _MAY_DIFFER and saved.get(k) != config.get(k))
+    if diff:
+        shown = ", ".join(f"{k}={saved.get(k)!r} there, {config.get(k)!r} now" for k in diff[:3])
+        raise ConfigError(f"--resume: {path} is a checkpoint of another config ({shown}); "
+                          "resume with the command that started it, or start a new --out")
+    return payload

@@ -31,16 +31,18 @@ import torch.nn.functional as F
 
 from dawnbench_fast import checkpoint, cli, dispatch
 from dawnbench_fast.data import augment as aug
-from dawnbench_fast.data.cifar10 import MEAN, STD, Cifar10, DataError, load_cifar10, subset_problem
+from dawnbench_fast.data.cifar10 import Cifar10, DataError, load_cifar10
+from dawnbench_fast.data.cifar10_device import DeviceData, prepare_data
 from dawnbench_fast.models.cifar_net import CifarNet, FoldedCifarNet
 from dawnbench_fast.optim.muon import Muon
 from dawnbench_fast.optim.schedule import set_linear_decay
-from dawnbench_fast.overrides import ConfigError, check, common_checks
 from dawnbench_fast.overrides import apply_overrides as _apply_overrides
+from dawnbench_fast.overrides import check, common_checks
 from dawnbench_fast.overrides import parse_value as parse_value  # re-export (older callers)
 from dawnbench_fast.runs import Recipe, profile_steps, run_seeds
 from dawnbench_fast.runtime import autocast, resolve_device, set_threads
-from dawnbench_fast.train import Evaluation, Phases, Predict, Splits, StepLoss, accuracy, batched
+from dawnbench_fast.task import Evaluation, Predict, Splits, StepLoss
+from dawnbench_fast.train import Phases, accuracy, batched
 from dawnbench_fast.train import loss_trajectory as loss_trajectory  # re-export: tests, scripts
 from dawnbench_fast.vocabulary import MODEL_ACTIVATIONS
 
@@ -127,46 +129,6 @@ def validate(cfg: Config) -> Config:
     return cfg
 
 
-# -- Data on the device ----------------------------------------------------
-
-
-@dataclass
-class DeviceData:
-    """Everything a run needs, already in (device) memory."""
-
-    padded: torch.Tensor  # uint8 NHWC, reflect-padded by cfg.translate
-    train_labels: torch.Tensor
-    test_x: torch.Tensor  # normalised float, channels_last
-    test_labels: torch.Tensor
-    whiten_x: torch.Tensor  # normalised, unaugmented training images for init
-    scale: torch.Tensor
-    shift: torch.Tensor
-
-
-def prepare_data(ds: Cifar10, cfg: Config, device: torch.device) -> DeviceData:
-    n = cfg.subset or len(ds.train_images)
-    m = cfg.eval_subset or len(ds.test_images)
-    if (problem := subset_problem(ds, n, m)) is not None:
-        raise ConfigError(problem)
-    scale_np, shift_np = aug.normalisation(MEAN, STD)
-    scale, shift = torch.from_numpy(scale_np), torch.from_numpy(shift_np)
-
-    def normalise(u8: np.ndarray) -> torch.Tensor:
-        x = torch.from_numpy(u8).to(device).float() * scale.to(device) + shift.to(device)
-        return x.permute(0, 3, 1, 2)  # channels_last memory
-
-    train = ds.train_images[:n]
-    return DeviceData(
-        padded=torch.from_numpy(aug.pad_reflect(train, cfg.translate)).to(device),
-        train_labels=torch.from_numpy(ds.train_labels[:n]).to(device),
-        test_x=normalise(ds.test_images[:m]),
-        test_labels=torch.from_numpy(ds.test_labels[:m]).to(device),
-        whiten_x=normalise(train[: cfg.whiten_images]),
-        scale=scale.to(device),
-        shift=shift.to(device),
-    )
-
-
 # -- Model, optimisers, the training task ----------------------------------
 
 
@@ -201,7 +163,7 @@ def build_optimizers(model: CifarNet, cfg: Config, whiten_bias_steps: int = 0,
 
 class Trainer:
     """One training run of the recipe: its state and its step. It is the
-    :class:`dawnbench_fast.train.Task` that the loop drives."""
+    :class:`dawnbench_fast.task.Task` that the loop drives."""
 
     def __init__(self, cfg: Config, data: DeviceData, device: torch.device, backend: str):
         self.cfg, self.data, self.device, self.backend = cfg, data, device, backend
@@ -222,6 +184,21 @@ class Trainer:
         self.model.init_whitening(self.data.whiten_x, eps=self.cfg.whiten_eps)
         self.optimizers = build_optimizers(self.model, self.cfg, self.whiten_bias_steps, self.backend)
         self.step = 0
+
+    def state_dict(self) -> dict:
+        """Model, optimisers, step and RNG state: the run goes on bit for bit
+        from here (data order and augmentation are keyed by seed, epoch and
+        index, so they need no state)."""
+        return {"model": self.model.state_dict(), "optimizers": [o.state_dict() for o in self.optimizers],
+                "step": self.step, "torch_rng": torch.get_rng_state()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.init_model()
+        self.model.load_state_dict(state["model"])
+        for opt, saved in zip(self.optimizers, state["optimizers"], strict=True):
+            opt.load_state_dict(saved)
+        self.step = state["step"]
+        torch.set_rng_state(state["torch_rng"])
 
     def epoch_batches(self, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """(indices, augmented images) for each step of ``epoch``."""

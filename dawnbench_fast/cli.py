@@ -16,9 +16,11 @@ from typing import Any
 
 from dawnbench_fast import dispatch
 from dawnbench_fast.overrides import ConfigError
+from dawnbench_fast.train import NonFiniteLoss
 
-# Errors that are the user's to fix: one line on stderr, exit 2.
-USER_ERRORS: tuple[type[BaseException], ...] = (ConfigError, dispatch.KernelsUnavailable)
+# Errors that the user acts on: one line on stderr, exit 2 (a diverged run
+# included: its message says which step and what to change).
+USER_ERRORS: tuple[type[BaseException], ...] = (ConfigError, dispatch.KernelsUnavailable, NonFiniteLoss)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -64,8 +66,12 @@ def add_execution_args(p: argparse.ArgumentParser, d: Any) -> None:
 def add_report_args(p: argparse.ArgumentParser, out: str) -> None:
     """Where the DAWNBench files go and what they say; latency, saving, profiling."""
     g = p.add_argument_group("report")
-    g.add_argument("--out", default=out, help="folder for the TSV, JSON and run.json files; "
-                   "must be new or empty unless --overwrite")
+    g.add_argument("--out", default=None, help="folder for the TSV, JSON, run.json and checkpoint "
+                   f"files; must be new or empty unless --overwrite (default: {out})")
+    p.set_defaults(default_out=out)
+    g.add_argument("--resume", metavar="RUN_FOLDER", default=None,
+                   help="go on with the run whose --out was RUN_FOLDER, from its last checkpoint "
+                   "(same command otherwise; finished seeds are read back, not re-run)")
     g.add_argument("--overwrite", action="store_true",
                    help="write into a non-empty --out (and over an existing --save-model), "
                    "replacing files of the same names; nothing else is deleted")
@@ -100,11 +106,29 @@ def check_run_args(a: argparse.Namespace) -> None:
     # `not x >= 0` so that nan fails too (every comparison with nan is false).
     if a.cost_per_hour is not None and not (math.isfinite(a.cost_per_hour) and a.cost_per_hour >= 0):
         raise ConfigError(f"--cost-per-hour {a.cost_per_hour}: must be a price >= 0 (USD per hour)")
+    resolve_out(a)
     # --show-config writes nothing, so it may name any --out.
     if not getattr(a, "show_config", False):
-        check_out_dir(Path(a.out), a.overwrite)
+        check_out_dir(Path(a.out), a.overwrite, resuming=bool(a.resume))
         if a.save_model:
             check_save_model(Path(a.save_model), a.runs, a.overwrite)
+
+
+def resolve_out(a: argparse.Namespace) -> None:
+    """``a.out``: the ``--resume`` folder when resuming (it is the run's own
+    --out; naming another --out as well is an error), else --out or its default."""
+    if a.resume is None:
+        a.out = a.out if a.out is not None else a.default_out
+        return
+    if a.out is not None and Path(a.out).resolve() != Path(a.resume).resolve():
+        raise ConfigError(f"--resume {a.resume} with --out {a.out}: a resumed run writes into its own "
+                          "folder; drop --out")
+    if not Path(a.resume).is_dir():
+        raise ConfigError(f"--resume {a.resume}: no such run folder; pass the --out of the run to go on with")
+    if not any(Path(a.resume).rglob("checkpoint.pt")) and not any(Path(a.resume).rglob("run.json")):
+        raise ConfigError(f"--resume {a.resume}: no checkpoint there (the run stopped before its first "
+                          "epoch ended?); start it again with --out")
+    a.out = a.resume
 
 
 def check_out_dir(path: Path, overwrite: bool, resuming: bool = False) -> None:

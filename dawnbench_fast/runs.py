@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
+import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,8 +21,10 @@ from typing import Any
 
 import torch
 
-from dawnbench_fast import bench, dispatch
-from dawnbench_fast.train import LoopResult, Phases, Task, batches_forever, measure_latency, train
+from dawnbench_fast import bench, checkpoint, dispatch
+from dawnbench_fast.overrides import ConfigError
+from dawnbench_fast.task import Task
+from dawnbench_fast.train import LoopResult, Phases, batches_forever, measure_latency, train, warm_up
 
 # The warm-up task's seed: apart from any run's (seeds are small non-negative integers).
 WARMUP_SEED = 2**31 - 1
@@ -56,7 +61,8 @@ class _Context:
 def run_seeds(recipe: Recipe, cfg: Any, a: argparse.Namespace, device: torch.device, backend: str,
               data_load_s: float) -> int:
     """Run seeds ``cfg.seed .. cfg.seed + a.runs - 1``; print a line per run and
-    the report; files go to ``a.out`` (``a.out/seedK`` with several runs)."""
+    the report; files go to ``a.out`` (``a.out/seedK`` with several runs).
+    With ``--resume`` a finished seed is read back, a checkpointed one goes on."""
     env = bench.environment(device, recipe.entry)
     hardware = env["hardware"]
     tag = a.hardware_tag or bench.slug(hardware)
@@ -66,7 +72,15 @@ def run_seeds(recipe: Recipe, cfg: Any, a: argparse.Namespace, device: torch.dev
     summaries = []
     for k in range(a.runs):
         run_cfg = dataclasses.replace(cfg, seed=cfg.seed + k)
-        summary = run_one(ctx, run_cfg, out / f"seed{run_cfg.seed}" if a.runs > 1 else out)
+        run_dir = out / f"seed{run_cfg.seed}" if a.runs > 1 else out
+        try:
+            summary = finished_summary(run_dir, run_cfg) if a.resume else None
+            if summary is None:
+                summary = run_one(ctx, run_cfg, run_dir)
+        except KeyboardInterrupt:
+            sys.stderr.write(f"interrupted: {run_dir / checkpoint.RUN_CHECKPOINT} holds the last finished "
+                             f"epoch; go on with the same command plus --resume {out}\n")
+            raise
         summaries.append(summary)
         print(bench.run_line(summary, cfg.target), flush=True)
     print(bench.report_text(summaries, cfg, a.cost_per_hour, hardware, backend, recipe.dataset))
@@ -76,19 +90,83 @@ def run_seeds(recipe: Recipe, cfg: Any, a: argparse.Namespace, device: torch.dev
     return 0
 
 
+def finished_summary(run_dir: Path, cfg: Any) -> dict | None:
+    """A resumed command's seed that had already finished: its run.json's
+    result (when its config is this seed's), else None (train or go on)."""
+    path = run_dir / "run.json"
+    if not path.exists():
+        return None
+    done = json.loads(path.read_text())
+    if done.get("config") != json.loads(json.dumps(dataclasses.asdict(cfg))):
+        raise ConfigError(f"--resume: {path} is a finished run of another config; "
+                          "resume with the command that started it, or start a new --out")
+    return done["result"]
+
+
 def run_one(ctx: _Context, cfg: Any, run_dir: Path) -> dict:
-    """One seed: warm-up, training under the clock, inference measurements,
-    DAWNBench files and run.json; returns run.json's ``result``."""
-    a, recipe = ctx.args, ctx.recipe
+    """One seed: warm-up, training under the clock with a checkpoint at each
+    epoch's end (or going on from the last one with ``--resume``), inference
+    measurements, DAWNBench files and run.json; returns run.json's ``result``."""
+    a = ctx.args
     load_before = bench.load_average()  # run.json: was the machine idle?
     phases = Phases(ctx.device)
     phases.add("data_load", ctx.data_load_s)
+    task, result, resumed = train_resumable(ctx, cfg, run_dir, phases)
+    entry = inference(task, result, a, phases, cfg.target)
+    summary = write_outputs(ctx, cfg, run_dir, task, result, entry, phases, load_before)
+    summary.update(resumed)
+    bench.write_json(run_dir / "run.json", bench.run_json(
+        env={**ctx.env, "loadavg": {"before": load_before, "after": bench.load_average()}},
+        config=dataclasses.asdict(cfg), backend=ctx.backend, ops=ctx.ops, data=ctx.recipe.data,
+        result=summary))
+    if a.save_model:
+        path = Path(a.save_model)
+        if a.runs > 1:
+            path = path.with_name(f"{path.stem}_seed{cfg.seed}{path.suffix}")
+        ctx.recipe.save_model(task, cfg, path)
+    return summary
+
+
+def train_resumable(ctx: _Context, cfg: Any, run_dir: Path,
+                    phases: Phases) -> tuple[Task, LoopResult, dict]:
+    """Warm up, then train ``cfg`` (from its last checkpoint with --resume),
+    writing a checkpoint at each epoch's end (phase ``checkpoint``, outside
+    the clock). Returns the task, the loop's result and run.json's resume keys:
+    how often the run was resumed and the wall time since it first started,
+    interruptions included (the clock itself counts only the work)."""
+    recipe, path = ctx.recipe, run_dir / checkpoint.RUN_CHECKPOINT
+    config = dataclasses.asdict(cfg)
+    saved = checkpoint.load_run(path, config) if ctx.args.resume and path.exists() else None
     task = recipe.make_task(cfg)
     # The warm-up's throwaway task has a seed of its own, so nothing it touches
     # depends on the run's seed (it may only choose kernels).
     warm_cfg = dataclasses.replace(cfg, epochs=1, seed=WARMUP_SEED)
-    result = train(task, phases, warm_up_task=lambda: recipe.make_task(warm_cfg), progress=not a.no_progress)
-    entry = inference(task, result, a, phases, cfg.target)
+    with phases.timed("warmup"):
+        warm_up(recipe.make_task(warm_cfg))
+    resume, wall_start, resumes = None, time.time(), 0
+    if saved is not None:
+        for name, seconds in saved["phases"].items():
+            phases.add(name, seconds)
+        with phases.timed("checkpoint"):
+            task.load_state_dict(saved["task"])
+        resume, wall_start, resumes = LoopResult.from_dict(saved["loop"]), saved["wall_start"], \
+            saved["resumes"] + 1
+        print(f"seed {cfg.seed}: resumed from {path} after epoch {resume.epochs_done}", flush=True)
+
+    def save(result: LoopResult) -> None:
+        state = dict(config=config, task_state=task.state_dict(), loop=result.to_dict(),
+                     phases=phases.seconds, wall_start=wall_start, resumes=resumes)
+        with phases.timed("checkpoint"):
+            checkpoint.save_run(path, **state)
+
+    result = train(task, phases, progress=not ctx.args.no_progress, on_epoch_end=save, resume=resume)
+    return task, result, {"resumed": resumes, "wall_seconds_since_start": time.time() - wall_start}
+
+
+def write_outputs(ctx: _Context, cfg: Any, run_dir: Path, task: Task, result: LoopResult,
+                  entry: Inference, phases: Phases, load_before: list[float] | None) -> dict:
+    """The DAWNBench files of one run; returns run.json's ``result``."""
+    a, recipe = ctx.args, ctx.recipe
     misc = {**recipe.misc(cfg, ctx.backend), "versions": ctx.env["versions"], "git": ctx.env["git"]["sha"]}
     base = bench.train_json(author=a.author, email=a.email, model=recipe.model_name,
                             hardware=ctx.env["hardware"], cost_per_hour=a.cost_per_hour,
@@ -96,20 +174,10 @@ def run_one(ctx: _Context, cfg: Any, run_dir: Path) -> dict:
     inf_cost = bench.write_submission(
         run_dir, ctx.stem, base, result.rows, latency_ms=entry.latency_ms, inference_top1=entry.top1,
         cost_per_hour=a.cost_per_hour, inference_misc=entry.misc(cfg.target))
-    summary = bench.run_summary(
+    return bench.run_summary(
         seed=cfg.seed, result=result, cost_per_hour=a.cost_per_hour, inference=entry,
         inference_cost_per_image=inf_cost, phases=phases.seconds, splits=task.splits.seconds,
         extra=recipe.extra_result(ctx.backend))
-    bench.write_json(run_dir / "run.json", bench.run_json(
-        env={**ctx.env, "loadavg": {"before": load_before, "after": bench.load_average()}},
-        config=dataclasses.asdict(cfg), backend=ctx.backend, ops=ctx.ops, data=recipe.data,
-        result=summary))
-    if a.save_model:
-        path = Path(a.save_model)
-        if a.runs > 1:
-            path = path.with_name(f"{path.stem}_seed{cfg.seed}{path.suffix}")
-        recipe.save_model(task, cfg, path)
-    return summary
 
 
 @dataclass

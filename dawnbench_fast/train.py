@@ -20,18 +20,20 @@ how :func:`loss_trajectory` runs any recipe without importing it.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import Any, Protocol
+from typing import Any
 
 import nvtx
 import torch
 
+from dawnbench_fast.task import Evaluation, LoopConfig, Predict, StepLoss, Task
+
 NVTX_DOMAIN = "dawnbench"
-Predict = Callable[[torch.Tensor], torch.Tensor]  # images -> logits
 
 
 def _sync(device: torch.device) -> None:
@@ -97,6 +99,16 @@ class LoopResult:
     rows: list[EpochRow] = field(default_factory=list)
     tta_seconds: float | None = None  # time to target, None if never reached
     tta_epoch: int | None = None
+    epochs_done: int = 0  # epochs trained so far (where a resumed run goes on)
+
+    def to_dict(self) -> dict:
+        """Plain data for a checkpoint."""
+        return {"rows": [dataclasses.asdict(r) for r in self.rows], "tta_seconds": self.tta_seconds,
+                "tta_epoch": self.tta_epoch, "epochs_done": self.epochs_done}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> LoopResult:
+        return cls([EpochRow(**r) for r in d["rows"]], d["tta_seconds"], d["tta_epoch"], d["epochs_done"])
 
     @property
     def final(self) -> EpochRow:
@@ -121,6 +133,8 @@ def run_epochs(
     show: Callable[[int], None] | None = None,
     show_every: int = 0,
     on_row: Callable[[EpochRow], None] | None = None,
+    on_epoch_end: Callable[[LoopResult], None] | None = None,
+    resume: LoopResult | None = None,
 ) -> LoopResult:
     """Run ``init`` then ``epochs`` epochs under the time-to-accuracy clock.
 
@@ -130,12 +144,17 @@ def run_epochs(
     (0: the last only). ``show(epoch)``, every ``show_every`` epochs where no
     charged evaluation runs, is for display: phase ``display_eval``, outside
     the clock, never checked or written. ``on_row(row)`` sees each row once
-    its evaluation is on the clock (to print it).
+    its evaluation is on the clock (to print it). ``on_epoch_end(result)``
+    runs after each epoch and its evaluation (to checkpoint). ``resume``: the
+    result of a run stopped after ``resume.epochs_done`` epochs, whose state
+    the caller has restored (model, optimisers, the clock's phases): ``init``
+    is skipped and the loop goes on from the next epoch.
     """
-    res = LoopResult()
-    with phases.timed("init"):
-        init()
-    for epoch in range(epochs):
+    res = resume if resume is not None else LoopResult()
+    if resume is None:
+        with phases.timed("init"):
+            init()
+    for epoch in range(res.epochs_done, epochs):
         with phases.timed("train"):
             train_epoch(epoch)
         if epoch == epochs - 1 or _due(epoch, eval_every):
@@ -152,104 +171,10 @@ def run_epochs(
         elif show is not None and _due(epoch, show_every):
             with phases.timed("display_eval"):
                 show(epoch)
+        res.epochs_done = epoch + 1
+        if on_epoch_end is not None:
+            on_epoch_end(res)
     return res
-
-
-class Splits:
-    """Seconds per part of a training step (augment, forward, backward,
-    optimizer), summed over a run. Only on the CPU, where reading the clock is
-    free; on CUDA it would need a device sync that slows the step, so it is off."""
-
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
-        self.seconds: dict[str, float] = {}
-        self._t = 0.0
-
-    def start(self) -> None:
-        if self.enabled:
-            self._t = time.perf_counter()
-
-    def mark(self, name: str) -> None:
-        if self.enabled:
-            now = time.perf_counter()
-            self.seconds[name] = self.seconds.get(name, 0.0) + now - self._t
-            self._t = now
-
-
-# ---------------------------------------------------------------------------
-# What a recipe provides
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StepLoss:
-    """One step's loss summed over its batch, still on the device: reading it
-    (``per_example``) synchronises, so the loop reads it only when it shows it."""
-
-    total: torch.Tensor
-    examples: int
-
-    def per_example(self) -> float:
-        return self.total.item() / self.examples
-
-
-@dataclass(frozen=True)
-class Evaluation:
-    """Test accuracy of one evaluation; ``note`` names its views in the log
-    (the CIFAR recipe writes ``tta_level 2``)."""
-
-    top1: float
-    top5: float | None
-    tta: bool  # test-time augmentation was used
-    note: str
-
-
-class LoopConfig(Protocol):
-    """The fields of a recipe's config that the loop reads, and its task."""
-
-    epochs: int
-    eval_every: int  # charged evaluations every N epochs (0: the final one only)
-    show_every: int  # display-only evaluations every N epochs, outside the clock (0: none)
-    target: float
-    log_eval_tta: bool  # TTA in the intermediate charged evaluations too, not only the final one
-    seed: int
-
-    def build_task(self, device: torch.device) -> Task:
-        """Load the data and build the recipe's task on ``device``."""
-        ...
-
-
-class Task(Protocol):
-    """One training run of a recipe, as the loop drives it.
-
-    ``epoch_batches(epoch)`` yields tuples of ``train_step``'s arguments; the
-    task keeps its own model, optimisers and step counter."""
-
-    cfg: LoopConfig
-    device: torch.device
-    total_steps: int
-    splits: Splits  # seconds per part of the step, for the report
-
-    def init_model(self) -> None:
-        """Build the model from the seed (inside the clock: e.g. whitening)."""
-        ...
-
-    def epoch_batches(self, epoch: int) -> Iterator[tuple[Any, ...]]:
-        """This epoch's batches, made lazily (their making is timed with the step)."""
-        ...
-
-    def train_step(self, *batch: Any) -> StepLoss:
-        """One optimisation step; the loss stays on the device (no sync)."""
-        ...
-
-    def evaluate(self, tta: bool, max_batches: int | None = None) -> Evaluation:
-        """Test accuracy of the current model, with the recipe's TTA or plain."""
-        ...
-
-    def predictor(self, tta: bool) -> AbstractContextManager[tuple[Predict, torch.Tensor]]:
-        """Context (no grad, the recipe's precision) yielding the deployed
-        model's ``predict(images) -> logits`` and the test images, for latency."""
-        ...
 
 
 # ---------------------------------------------------------------------------
@@ -266,14 +191,45 @@ def batches_forever(task: Task) -> Iterator[tuple[Any, ...]]:
         epoch += 1
 
 
+class NonFiniteLoss(RuntimeError):
+    """The training loss became nan or inf: the run diverged (one line, for the CLI)."""
+
+
 def train_epoch(task: Task, epoch: int, progress: Any = None) -> None:
-    """Every step of one epoch; each an nvtx range so Nsight names it."""
-    for batch in task.epoch_batches(epoch):
+    """Every step of one epoch; each an nvtx range so Nsight names it.
+
+    A nan or inf loss stops the run with the step number. The check reads the
+    loss on the host every step on the CPU, where that is free; on a GPU a
+    device-side record of the first bad step is read every
+    :data:`FINITE_CHECK_EVERY` steps, never a per-step synchronisation."""
+    every = 1 if task.device.type == "cpu" else FINITE_CHECK_EVERY
+    first_step = epoch * (task.total_steps // max(1, task.cfg.epochs))
+    first_bad = torch.full((), -1, dtype=torch.int64, device=task.device)
+    step = first_step
+    for step, batch in enumerate(task.epoch_batches(epoch), start=first_step):
         with nvtx.annotate("train_step", domain=NVTX_DOMAIN):
             loss = task.train_step(*batch)
+        bad = ~torch.isfinite(loss.total)
+        first_bad = torch.where(bad & (first_bad < 0), torch.full_like(first_bad, step), first_bad)
+        if (step + 1) % every == 0:
+            _raise_if_diverged(first_bad, loss)
         if progress is not None:
             progress.update(1)
             progress.set_postfix(epoch=epoch + 1, loss=f"{loss.per_example():.3f}")
+    _raise_if_diverged(first_bad, None)
+
+
+# Steps between two reads of the device-side divergence record on a GPU.
+FINITE_CHECK_EVERY = 32
+
+
+def _raise_if_diverged(first_bad: torch.Tensor, loss: StepLoss | None) -> None:
+    step = int(first_bad.item())
+    if step >= 0:
+        value = "" if loss is None else f" ({loss.per_example():g} per example at the last step)"
+        raise NonFiniteLoss(
+            f"step {step + 1}: the training loss is not finite{value}: the run diverged; lower the "
+            "learning rates (e.g. --set lr_filters=0.12 --set lr_head=0.3) or use --set precision=fp32")
 
 
 def warm_up(task: Task) -> None:
@@ -298,11 +254,14 @@ def eval_line(seed: int, epoch: int, epochs: int, ev: Evaluation, clock: float,
 
 
 def train(task: Task, phases: Phases, *, warm_up_task: Callable[[], Task] | None = None,
-          progress: bool = True, target_metric: str = "top1") -> LoopResult:
+          progress: bool = True, target_metric: str = "top1",
+          on_epoch_end: Callable[[LoopResult], None] | None = None,
+          resume: LoopResult | None = None) -> LoopResult:
     """Warm up on a throwaway task (timed as ``warmup``, outside the clock),
     then run ``task`` under the clock: the final evaluation with TTA, the
     intermediate charged ones with it only if ``cfg.log_eval_tta``, the
-    display-only ones (``cfg.show_every``) with one view."""
+    display-only ones (``cfg.show_every``) with one view. ``on_epoch_end`` and
+    ``resume`` are :func:`run_epochs`' (checkpoints)."""
     if warm_up_task is not None:
         with phases.timed("warmup"):
             warm_up(warm_up_task())
@@ -311,7 +270,8 @@ def train(task: Task, phases: Phases, *, warm_up_task: Callable[[], Task] | None
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=task.total_steps, desc=f"seed {cfg.seed}", unit="step", leave=False)
+        done = 0 if resume is None else resume.epochs_done * task.total_steps // max(1, cfg.epochs)
+        bar = tqdm(total=task.total_steps, initial=done, desc=f"seed {cfg.seed}", unit="step", leave=False)
     write = bar.write if bar is not None else (lambda line: print(line, flush=True))
 
     evaluations: dict[int, Evaluation] = {}
@@ -332,6 +292,7 @@ def train(task: Task, phases: Phases, *, warm_up_task: Callable[[], Task] | None
         epochs=cfg.epochs, init=task.init_model, train_epoch=lambda e: train_epoch(task, e, bar),
         evaluate=charged, eval_every=cfg.eval_every, target=cfg.target, phases=phases,
         target_metric=target_metric, show=show, show_every=cfg.show_every, on_row=on_row,
+        on_epoch_end=on_epoch_end, resume=resume,
     )
     if bar is not None:
         bar.close()

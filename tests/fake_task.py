@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from dawnbench_fast.train import Evaluation, Splits, StepLoss
+from dawnbench_fast.task import Evaluation, Splits, StepLoss
 
 
 class FakeTimer:

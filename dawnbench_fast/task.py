@@ -1,0 +1,121 @@
+"""What a recipe provides to the training loop (dawnbench_fast.train): its
+config (:class:`LoopConfig`, which knows how to build its task) and its
+:class:`Task` (build the model, yield an epoch's batches, take one step,
+evaluate with or without its test-time augmentation, save and restore its
+state), and the small records they hand back.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+
+Predict = Callable[[torch.Tensor], torch.Tensor]  # images -> logits
+
+
+class Splits:
+    """Seconds per part of a training step (augment, forward, backward,
+    optimizer), summed over a run. Only on the CPU, where reading the clock is
+    free; on CUDA it would need a device sync that slows the step, so it is off."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.seconds: dict[str, float] = {}
+        self._t = 0.0
+
+    def start(self) -> None:
+        if self.enabled:
+            self._t = time.perf_counter()
+
+    def mark(self, name: str) -> None:
+        if self.enabled:
+            now = time.perf_counter()
+            self.seconds[name] = self.seconds.get(name, 0.0) + now - self._t
+            self._t = now
+
+
+
+@dataclass(frozen=True)
+class StepLoss:
+    """One step's loss summed over its batch, still on the device: reading it
+    (``per_example``) synchronises, so the loop reads it only when it shows it."""
+
+    total: torch.Tensor
+    examples: int
+
+    def per_example(self) -> float:
+        return self.total.item() / self.examples
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Test accuracy of one evaluation; ``note`` names its views in the log
+    (the CIFAR recipe writes ``tta_level 2``)."""
+
+    top1: float
+    top5: float | None
+    tta: bool  # test-time augmentation was used
+    note: str
+
+
+class LoopConfig(Protocol):
+    """The fields of a recipe's config that the loop reads, and its task."""
+
+    epochs: int
+    eval_every: int  # charged evaluations every N epochs (0: the final one only)
+    show_every: int  # display-only evaluations every N epochs, outside the clock (0: none)
+    target: float
+    log_eval_tta: bool  # TTA in the intermediate charged evaluations too, not only the final one
+    seed: int
+
+    def build_task(self, device: torch.device) -> Task:
+        """Load the data and build the recipe's task on ``device``."""
+        ...
+
+
+class Task(Protocol):
+    """One training run of a recipe, as the loop drives it.
+
+    ``epoch_batches(epoch)`` yields tuples of ``train_step``'s arguments; the
+    task keeps its own model, optimisers and step counter."""
+
+    cfg: LoopConfig
+    device: torch.device
+    total_steps: int
+    splits: Splits  # seconds per part of the step, for the report
+
+    def init_model(self) -> None:
+        """Build the model from the seed (inside the clock: e.g. whitening)."""
+        ...
+
+    def epoch_batches(self, epoch: int) -> Iterator[tuple[Any, ...]]:
+        """This epoch's batches, made lazily (their making is timed with the step)."""
+        ...
+
+    def train_step(self, *batch: Any) -> StepLoss:
+        """One optimisation step; the loss stays on the device (no sync)."""
+        ...
+
+    def evaluate(self, tta: bool, max_batches: int | None = None) -> Evaluation:
+        """Test accuracy of the current model, with the recipe's TTA or plain."""
+        ...
+
+    def state_dict(self) -> dict:
+        """Everything a resumed run needs to go on bit for bit from here: model,
+        optimisers, step counter, RNG states, kernel choices (tensors and
+        plain data only: checkpoints load with ``weights_only``)."""
+        ...
+
+    def load_state_dict(self, state: dict) -> None:
+        """Rebuild the model and optimisers and restore ``state`` into them."""
+        ...
+
+    def predictor(self, tta: bool) -> AbstractContextManager[tuple[Predict, torch.Tensor]]:
+        """Context (no grad, the recipe's precision) yielding the deployed
+        model's ``predict(images) -> logits`` and the test images, for latency."""
+        ...
