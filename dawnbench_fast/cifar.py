@@ -33,6 +33,7 @@ from dawnbench_fast import checkpoint, cli, dispatch
 from dawnbench_fast.data import augment as aug
 from dawnbench_fast.data.cifar10 import Cifar10, DataError, load_cifar10
 from dawnbench_fast.data.cifar10_device import DeviceData, prepare_data
+from dawnbench_fast.models import conv_cpu
 from dawnbench_fast.models.cifar_net import CifarNet, FoldedCifarNet
 from dawnbench_fast.optim.muon import Muon
 from dawnbench_fast.optim.schedule import set_linear_decay
@@ -40,7 +41,7 @@ from dawnbench_fast.overrides import apply_overrides as _apply_overrides
 from dawnbench_fast.overrides import check, common_checks
 from dawnbench_fast.overrides import parse_value as parse_value  # re-export (older callers)
 from dawnbench_fast.runs import Recipe, profile_steps, run_seeds
-from dawnbench_fast.runtime import autocast, resolve_device, set_threads
+from dawnbench_fast.runtime import autocast, resolve_device, set_deterministic, set_threads
 from dawnbench_fast.task import Evaluation, Predict, Splits, StepLoss
 from dawnbench_fast.train import Phases, accuracy, batched
 from dawnbench_fast.train import loss_trajectory as loss_trajectory  # re-export: tests, scripts
@@ -92,6 +93,7 @@ class Config:
     precision: str = "bf16"  # bf16 / fp16 autocast, or fp32
     channels_last: bool = True
     threads: int = 0  # CPU threads (0 = PyTorch's default)
+    deterministic: bool = False  # deterministic algorithms only, kernel choices frozen
     data_dir: str | None = None
     download: bool = True
     extra: dict = field(default_factory=dict)  # free-form notes kept in run.json
@@ -348,7 +350,8 @@ def config_from_args(a: argparse.Namespace) -> Config:
     cfg = Config(
         subset=a.subset, eval_subset=a.eval_subset, epochs=a.epochs, batch_size=a.batch_size,
         seed=a.seed, target=a.target, eval_every=a.eval_every, show_every=a.show_every, device=a.device,
-        kernels=a.kernels, threads=a.threads, data_dir=a.data_dir, download=not a.no_download,
+        kernels=a.kernels, threads=a.threads, deterministic=a.deterministic, data_dir=a.data_dir,
+        download=not a.no_download,
     )
     return apply_overrides(cfg, a.set)
 
@@ -376,6 +379,9 @@ def run_cli(a: argparse.Namespace) -> int:
         print(cli.json_dumps(dataclasses.asdict(cfg)))
         return 0
     set_threads(cfg.threads)
+    set_deterministic(cfg.deterministic)
+    if cfg.deterministic:
+        conv_cpu.set_wgrad_policy("frozen")  # the cached choice, else aten: never timed afresh
     device = resolve_device(cfg.device)
     backend = dispatch.resolve_backend(cfg.kernels, device)
     phases = Phases(device)
@@ -395,11 +401,7 @@ def run_cli(a: argparse.Namespace) -> int:
 
 def conv_wgrad_methods(backend: str) -> dict[str, str]:
     """The weight-gradient method the cpu conv chose per shape (run.json)."""
-    if backend != "cpu":
-        return {}
-    from dawnbench_fast.models import conv_cpu
-
-    return conv_cpu.chosen_methods()
+    return conv_cpu.chosen_methods() if backend == "cpu" else {}
 
 
 def evaluate_cli(a: argparse.Namespace) -> int:

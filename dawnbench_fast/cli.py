@@ -53,13 +53,16 @@ def add_training_args(p: argparse.ArgumentParser, d: Any) -> None:
 
 
 def add_execution_args(p: argparse.ArgumentParser, d: Any) -> None:
-    """--device, --kernels, --threads, --no-progress; defaults from ``d``."""
+    """--device, --kernels, --threads, --deterministic, --no-progress; defaults from ``d``."""
     g = p.add_argument_group("execution")
     g.add_argument("--device", default=d.device, help="auto, cpu, cuda or cuda:N")
     g.add_argument("--kernels", default=d.kernels, choices=dispatch.KERNEL_CHOICES,
                    help="which implementation of our custom ops to use (torch = reference)")
     g.add_argument("--threads", type=int, default=d.threads,
                    help="CPU threads for PyTorch and numba (0 = all cores)")
+    g.add_argument("--deterministic", action="store_true",
+                   help="bit-identical weights for a seed: deterministic algorithms only, kernel "
+                   "choices frozen (README: what it costs, what stays nondeterministic)")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 

@@ -14,7 +14,8 @@ import dataclasses
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,7 +77,8 @@ def run_seeds(recipe: Recipe, cfg: Any, a: argparse.Namespace, device: torch.dev
         try:
             summary = finished_summary(run_dir, run_cfg) if a.resume else None
             if summary is None:
-                summary = run_one(ctx, run_cfg, run_dir)
+                with out_of_memory_hint(run_cfg.batch_size, device):
+                    summary = run_one(ctx, run_cfg, run_dir)
         except KeyboardInterrupt:
             sys.stderr.write(f"interrupted: {run_dir / checkpoint.RUN_CHECKPOINT} holds the last finished "
                              f"epoch; go on with the same command plus --resume {out}\n")
@@ -88,6 +90,17 @@ def run_seeds(recipe: Recipe, cfg: Any, a: argparse.Namespace, device: torch.dev
         bench.write_json(out / "summary.json", {"config": dataclasses.asdict(cfg), "runs": summaries})
     print(f"reports written to {out}/")
     return 0
+
+
+@contextmanager
+def out_of_memory_hint(batch_size: int, device: torch.device) -> Iterator[None]:
+    """Device out-of-memory as one line that says what to change."""
+    try:
+        yield
+    except torch.OutOfMemoryError:
+        raise ConfigError(f"--batch-size {batch_size}: out of {device.type.upper()} memory on {device}; "
+                          f"try --batch-size {max(1, batch_size // 2)} (the last checkpoint, if any, "
+                          "is kept: --resume needs the same batch size)") from None
 
 
 def finished_summary(run_dir: Path, cfg: Any) -> dict | None:

@@ -5,6 +5,7 @@ precision. Shared by every trainer so that ``--device``, ``--threads`` and
 
 from __future__ import annotations
 
+import os
 from contextlib import AbstractContextManager, nullcontext
 
 import torch
@@ -43,3 +44,19 @@ def autocast(precision: str, device: torch.device) -> AbstractContextManager:
         return nullcontext()
     dtype = torch.bfloat16 if precision == "bf16" else torch.float16
     return torch.autocast(device.type, dtype=dtype)
+
+
+def set_deterministic(on: bool) -> None:
+    """``--deterministic``: PyTorch's deterministic algorithms everywhere (an
+    op without one raises instead of running a nondeterministic kernel), cuDNN
+    without benchmarking, cuBLAS with a fixed workspace, and our Triton BN
+    statistics as per-tile partials instead of float atomics (they follow
+    ``torch.are_deterministic_algorithms_enabled()``). Kernel choices that a
+    recipe times at warm-up are frozen by the recipe itself."""
+    if not on:
+        return
+    # cuBLAS needs this before its first call to be deterministic on CUDA >= 10.2.
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False

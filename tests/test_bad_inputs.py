@@ -11,6 +11,7 @@ missing check fails in a second instead of training).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import subprocess
@@ -23,7 +24,7 @@ import numpy as np
 import pytest
 from cifar_data import cifar_dir
 
-from dawnbench_fast import bench, cifar, cli
+from dawnbench_fast import bench, checkpoint, cifar, cli
 from dawnbench_fast.data import cifar10 as C
 from dawnbench_fast.overrides import ConfigError
 
@@ -148,6 +149,27 @@ def saved_seed_model(tmp: Path) -> Path:
     return tmp / "m.pt"
 
 
+def run_folder(change: dict | None = None, truncate: bool = False) -> Callable[[Path], Path]:
+    """An --out folder holding the checkpoint of an interrupted run of the
+    case's own command (``change``: fields that differ; ``truncate``: cut)."""
+    def make(tmp: Path) -> Path:
+        out = tmp / "out"
+        a = cifar.build_parser().parse_args([*BASE, "--data-dir", str(cifar_dir()), "--out", str(out)])
+        config = dataclasses.asdict(dataclasses.replace(cifar.config_from_args(a), **(change or {})))
+        checkpoint.save_run(out / checkpoint.RUN_CHECKPOINT, config=config, task_state={},
+                            loop={"rows": [], "tta_seconds": None, "tta_epoch": None, "epochs_done": 0},
+                            phases={}, wall_start=0.0, resumes=0)
+        if truncate:
+            raw = (out / checkpoint.RUN_CHECKPOINT).read_bytes()
+            (out / checkpoint.RUN_CHECKPOINT).write_bytes(raw[: len(raw) // 2])
+        return out
+    return make
+
+
+def resume_own_out(tmp: Path) -> list[str]:
+    return ["--resume", str(tmp / "out")]
+
+
 def snapshot(path: Path) -> object:
     """Everything at ``path`` (names and bytes), to compare before and after."""
     if not path.exists():
@@ -205,7 +227,17 @@ CASES = {
                                    more=lambda t: ["--save-model", str(saved_seed_model(t))]),
     "save-model-under-a-file": Case([], ("--save-model", "is a file", "file path"),
                                     more=lambda t: ["--save-model", str(a_file(t) / "m.pt")]),
+    "resume-missing-folder": Case([], ("--resume", "no such run folder"), more=resume_own_out),
+    "resume-with-another-out": Case([], ("--resume", "--out", "its own folder", "drop --out"),
+                                    more=lambda t: ["--resume", str(out_nonempty(t / "r"))]),
+    "resume-without-checkpoint": Case([], ("--resume", "no checkpoint there", "start it again"),
+                                      out=out_nonempty, more=resume_own_out),
     # data, checked before any model is built
+    "resume-another-config": Case([], ("--resume", "checkpoint of another config", "lr_filters=0.3 there",
+                                       "resume with the command that started it"),
+                                  out=run_folder({"lr_filters": 0.3}), more=resume_own_out, stage="data"),
+    "resume-truncated-checkpoint": Case([], ("--resume", "checkpoint.pt is damaged", "new --out"),
+                                        out=run_folder(truncate=True), more=resume_own_out, stage="data"),
     "data-dir-missing": data_case(lambda t: t / "nope", "--data-dir", "no such folder", "point it at"),
     "data-dir-is-a-file": data_case(a_file, "--data-dir", "is a file", "point it at"),
     "data-dir-wrong-layout": data_case(other_files, "--data-dir", "no CIFAR-10 batch files",

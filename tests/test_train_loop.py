@@ -5,9 +5,12 @@ its task. No dataset, no real model: well under a second."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
-from dawnbench_fast import bench, train
+from dawnbench_fast import bench, runs, train
+from dawnbench_fast.overrides import ConfigError
+from dawnbench_fast.task import StepLoss
 from dawnbench_fast.train import Phases
 from tests.fake_task import EVAL_S, INIT_S, SHOW_S, STEP_S, TTA_EVAL_S, FakeConfig
 
@@ -93,3 +96,26 @@ def test_accuracy_latency_and_batched():
     task = FakeConfig().build_task(torch.device("cpu"))
     ms, n = train.measure_latency(task, tta=False, n=100)
     assert n == 5 and ms > 0  # capped at the number of images
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_a_non_finite_loss_stops_the_run_with_its_step(bad):
+    cfg = FakeConfig(epochs=3, steps_per_epoch=3)
+    task = cfg.build_task(torch.device("cpu"))
+    real_step = task.train_step
+
+    def step(epoch: int, i: int):
+        loss = real_step(epoch, i)
+        return StepLoss(torch.tensor(bad), loss.examples) if (epoch, i) == (1, 2) else loss
+
+    task.train_step = step
+    with pytest.raises(train.NonFiniteLoss, match=r"^step 6: the training loss is not finite") as e:
+        train.train(task, Phases(task.device, timer=cfg.timer), progress=False)
+    assert "\n" not in str(e.value) and "--set lr_filters" in str(e.value)
+    assert ("step", 2, 0) not in cfg.log  # stopped at once, not at the epoch's end
+
+
+def test_out_of_memory_is_one_line_with_a_smaller_batch():
+    with pytest.raises(ConfigError, match=r"--batch-size 2000: out of CUDA memory .* try --batch-size 1000"):
+        with runs.out_of_memory_hint(2000, torch.device("cuda:0")):
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
