@@ -12,8 +12,10 @@ new in the same process, interleaved (csrc/cpu_fused_bn.cpp, pool_bn_act.py):
 
     python benchmarks/bench_cpu_fused_bn.py --batch 2000 --reps 5 [--what ops,group,step]
 
-"old" = ``conv_cpu.FUSED_POOL = False`` and the extension's NHWC loops off
-(``set_nhwc_kernels_enabled(False)``); everything else identical. Medians of
+"old" = ``conv_cpu.FUSED_POOL = False``; in the ops rows also the
+extension's NHWC bn_act loops off against on (``set_nhwc_kernels_enabled``;
+the group and step rows leave them at the default, off, as the cpu backend
+runs); everything else identical. Medians of
 ``--reps`` rounds, old and new alternating within each round.
 """
 
@@ -41,23 +43,28 @@ DATA = os.environ.get("DAWNBENCH_DATA", os.path.join(os.path.dirname(__file__), 
 GROUPS = [(24, 64, 31), (64, 256, 15), (256, 256, 7)]
 
 
-def set_new(on: bool) -> None:
+NHWC_DEFAULT = native.load().nhwc_kernels_enabled()  # what the cpu backend runs
+
+
+def set_new(on: bool, loops: bool) -> None:
+    """new/old: the fused pool op on/off; ``loops``: also the NHWC bn_act loops
+    (else they stay at the extension's default, as the cpu backend runs)."""
     conv_cpu.FUSED_POOL = on
-    native.load().set_nhwc_kernels_enabled(on)
+    native.load().set_nhwc_kernels_enabled(on if loops else NHWC_DEFAULT)
 
 
-def interleaved(fns: dict, reps: int) -> dict[str, list[float]]:
+def interleaved(fns: dict, reps: int, loops: bool = False) -> dict[str, list[float]]:
     for name, fn in fns.items():
-        set_new(name == "new")
+        set_new(name == "new", loops)
         fn()  # warm-up (first-touch pages, oneDNN primitives)
     times: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(reps):
         for name, fn in fns.items():
-            set_new(name == "new")
+            set_new(name == "new", loops)
             t0 = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t0)
-    set_new(True)
+    set_new(True, loops)
     return times
 
 
@@ -106,7 +113,7 @@ def bench_ops(batch: int, reps: int) -> list[dict]:
                                          "new": lambda n=new, x=x: n(x.detach())}),
                                ("fwd+bwd", {"old": lambda o=old, x=x, g=g: o(x).backward(g),
                                             "new": lambda n=new, x=x, g=g: n(x).backward(g)})):
-                t = interleaved(fns, reps)
+                t = interleaved(fns, reps, loops=True)
                 fns["new"]()  # the last native call: this direction's two passes
                 rates = _pass_rates(x, y.numel(), pool, label == "fwd", 2)
                 res[label] = {"median_s": {k: statistics.median(v) for k, v in t.items()},

@@ -38,7 +38,10 @@ constexpr int kRowBlock = 256;  // rows summed in fp32 before the fp64 partials
 constexpr int kChunks = 64;     // fixed row chunks of the reductions
 constexpr i64 kParallelMin = 1 << 16;
 
-bool g_enabled = true;
+// Off by default: for plain bn_act (no pool) the NHWC loops here were not
+// measurably faster than cpu_bn_act.cpp's (0.8-1.1x over the net's three
+// shapes, docs/PERFORMANCE.md); the fused pool op always uses them.
+bool g_enabled = false;
 // Seconds of the last call's two passes (benchmarks report each pass's GB/s).
 double g_pass_s[2] = {0.0, 0.0};
 

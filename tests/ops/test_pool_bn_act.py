@@ -56,19 +56,24 @@ def _poison(monkeypatch):
     monkeypatch.setattr(pba, "_codes", lambda *a: _CODES(*a).fill_(255))
 
 
+class _Loops:
+    """Run a block with the extension's NHWC bn_act loops on (new) or off (old)."""
+
+    def __init__(self, on: bool):
+        self.on = on
+
+    def __enter__(self):
+        self.mod = native.load()
+        self.was = self.mod.nhwc_kernels_enabled()
+        self.mod.set_nhwc_kernels_enabled(self.on)
+
+    def __exit__(self, *exc):
+        self.mod.set_nhwc_kernels_enabled(self.was)
+
+
 @pytest.fixture
 def old_loops():
-    """Run a block with the extension's pre-fusion NHWC loops."""
-    mod = native.load()
-
-    class Switch:
-        def __enter__(self):
-            mod.set_nhwc_kernels_enabled(False)
-
-        def __exit__(self, *exc):
-            mod.set_nhwc_kernels_enabled(True)
-
-    return Switch()
+    return _Loops(False)
 
 
 def _bn(c, training):
@@ -158,7 +163,8 @@ def test_pool_bn_act_bit_exact_against_the_unfused_path(shape, dtype, old_loops)
 @pytest.mark.parametrize("act", ["gelu", "relu", "silu", "identity"])
 def test_nhwc_bn_act_loops_bit_exact_against_the_old_loops(shape, dtype, act, old_loops):
     x, bn = _input(shape, dtype), _bn(shape[1], True)
-    got = _run(ops.bn_act, x, bn, act)
+    with _Loops(True):
+        got = _run(ops.bn_act, x, bn, act)
     with old_loops:
         want = _run(ops.bn_act, x, bn, act, got[1])
     for g, w in zip(got, want, strict=True):
