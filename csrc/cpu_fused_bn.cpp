@@ -68,6 +68,33 @@ struct Padded {
   const float* p() const { return v.data(); }
 };
 
+// Per-chunk fp64 partial sums of two per-channel quantities: each chunk of
+// rows adds its fp32 block sums into its own row, and the rows are combined in
+// chunk order, so the result does not depend on the thread count.
+struct Partials {
+  int P, Cp;
+  std::vector<double> p1, p2;
+  Partials(int parts, int cp)
+      : P(parts), Cp(cp), p1(static_cast<std::size_t>(parts) * cp, 0.0), p2(p1.size(), 0.0) {}
+  void add(int part, const std::vector<float>& a, const std::vector<float>& b, int C) {
+    double* q1 = &p1[static_cast<std::size_t>(part) * Cp];
+    double* q2 = &p2[static_cast<std::size_t>(part) * Cp];
+    for (int c = 0; c < C; ++c) {
+      q1[c] += a[c];
+      q2[c] += b[c];
+    }
+  }
+  void combine(std::vector<double>& s1, std::vector<double>& s2, int C) const {
+    s1.assign(C, 0.0);
+    s2.assign(C, 0.0);
+    for (int part = 0; part < P; ++part)
+      for (int c = 0; c < C; ++c) {
+        s1[c] += p1[static_cast<std::size_t>(part) * Cp + c];
+        s2[c] += p2[static_cast<std::size_t>(part) * Cp + c];
+      }
+  }
+};
+
 // Pass 1 of the forward: per-channel sums of (s - k) and (s - k)^2 over the
 // src rows, where s is x's row or (POOL) the max of its 2x2 window, which is
 // then stored with its argmax code.
@@ -80,7 +107,7 @@ void forward_sums(const void* xv, void* pv, unsigned char* codes, const Geo& g, 
   T* pooled = static_cast<T*>(pv);
   const int C = g.C, Cp = g.Cp;
   const int P = static_cast<int>(g.M < kChunks ? g.M : kChunks);
-  std::vector<double> p1(static_cast<std::size_t>(P) * Cp, 0.0), p2(p1.size(), 0.0);
+  Partials parts(P, Cp);
 #pragma omp parallel if (g.parallel())
   {
     std::vector<float> a(Cp), b(Cp);
@@ -125,22 +152,11 @@ void forward_sums(const void* xv, void* pv, unsigned char* codes, const Geo& g, 
             st(&b[c], add(ld(&b[c]), mul(d, d)));
           }
         }
-        double* q1 = &p1[static_cast<std::size_t>(part) * Cp];
-        double* q2 = &p2[static_cast<std::size_t>(part) * Cp];
-        for (int c = 0; c < C; ++c) {
-          q1[c] += a[c];
-          q2[c] += b[c];
-        }
+        parts.add(part, a, b, C);
       }
     }
   }
-  s1.assign(C, 0.0);
-  s2.assign(C, 0.0);
-  for (int part = 0; part < P; ++part)
-    for (int c = 0; c < C; ++c) {
-      s1[c] += p1[static_cast<std::size_t>(part) * Cp + c];
-      s2[c] += p2[static_cast<std::size_t>(part) * Cp + c];
-    }
+  parts.combine(s1, s2, C);
 }
 
 // The forward's shift k[c]: the first src value of each channel (as
@@ -199,7 +215,7 @@ void backward_sums(const void* sv, const void* dyv, const float* st4, const Geo&
   const Padded mean(st4, C, Cp), invstd(st4 + C, C, Cp), scale(st4 + 2 * C, C, Cp),
       beta(st4 + 3 * C, C, Cp);
   const int P = static_cast<int>(g.M < kChunks ? g.M : kChunks);
-  std::vector<double> p1(static_cast<std::size_t>(P) * Cp, 0.0), p2(p1.size(), 0.0);
+  Partials parts(P, Cp);
 #pragma omp parallel if (g.parallel())
   {
     std::vector<float> a(Cp), b(Cp);
@@ -221,22 +237,11 @@ void backward_sums(const void* sv, const void* dyv, const float* st4, const Geo&
             st(&a[c], add(ld(&a[c]), gg));
             st(&b[c], add(ld(&b[c]), mul(mul(gg, xc), ld(invstd.p() + c))));
           }
-        double* q1 = &p1[static_cast<std::size_t>(part) * Cp];
-        double* q2 = &p2[static_cast<std::size_t>(part) * Cp];
-        for (int c = 0; c < C; ++c) {
-          q1[c] += a[c];
-          q2[c] += b[c];
-        }
+        parts.add(part, a, b, C);
       }
     }
   }
-  sg.assign(C, 0.0);
-  sgx.assign(C, 0.0);
-  for (int part = 0; part < P; ++part)
-    for (int c = 0; c < C; ++c) {
-      sg[c] += p1[static_cast<std::size_t>(part) * Cp + c];
-      sgx[c] += p2[static_cast<std::size_t>(part) * Cp + c];
-    }
+  parts.combine(sg, sgx, C);
 }
 
 // dx of one src row (C channels) into up to four destinations: dst[q] gets

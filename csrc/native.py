@@ -1,6 +1,6 @@
 """Loads ``dawnbench_fast._C``: the installed build when it matches the
-sources in this folder, else a CPU-only build made at run time (cached under
-``$DAWNBENCH_CACHE`` or ``~/.cache/dawnbench_fast``), so the C++ kernels work
+sources in this folder, else a CPU-only build made at run time (cached in the
+per-user cache, ``dawnbench_fast.machine.user_cache_dir``), so the C++ kernels work
 after an edit of csrc/ without re-running ``pip install -e .``.
 """
 
@@ -9,7 +9,6 @@ from __future__ import annotations
 import fcntl
 import importlib
 import importlib.util
-import os
 import sys
 import warnings
 from functools import cache
@@ -17,6 +16,7 @@ from pathlib import Path
 from types import ModuleType
 
 from dawnbench_fast.csrc.build import HERE, build_cpu_module, jit_module_name, source_hash
+from dawnbench_fast.machine import user_cache_dir
 
 MODULE_NAME = "dawnbench_fast._C"
 
@@ -26,10 +26,7 @@ class NativeUnavailable(RuntimeError):
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("DAWNBENCH_CACHE") or os.path.join(
-        os.path.expanduser("~"), ".cache", "dawnbench_fast"
-    )
-    return Path(root) / f"csrc-{source_hash(HERE)}"
+    return user_cache_dir() / f"csrc-{source_hash(HERE)}"
 
 
 def _import_installed() -> ModuleType | None:

@@ -144,6 +144,23 @@ def _check_same(name: str, x: torch.Tensor, per_channel: dict) -> None:
             raise ValueError(f"{name}: {arg} has {t.numel()} values, x has {c} channels")
 
 
+def bn_parameters(
+    op: str, weight: torch.Tensor, bias: torch.Tensor, running_mean: torch.Tensor | None,
+    running_var: torch.Tensor | None, training: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """The fp32 contiguous BN parameters a C++ forward kernel reads: in
+    training the running statistics are copies the kernel updates (functional
+    ops return them), in eval they are read and must be there."""
+    wt, bs = weight.float().contiguous(), bias.float().contiguous()
+    if training:
+        rm = running_mean.float().clone() if running_mean is not None else None
+        rv = running_var.float().clone() if running_var is not None else None
+        return wt, bs, rm, rv
+    if running_mean is None or running_var is None:
+        raise ValueError(f"{op}: eval mode needs running_mean and running_var")
+    return wt, bs, running_mean.float().contiguous(), running_var.float().contiguous()
+
+
 @torch.library.custom_op("dawnbench::csrc_bn_act_fwd", mutates_args=())
 def bn_act_fwd(
     x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
@@ -163,15 +180,8 @@ def bn_act_fwd(
     n, c, h, w = x.shape
     y = new_output(tuple(x.shape), x.dtype, x.device, bool(cl))
     stats = torch.empty(4 * c, device=x.device, dtype=torch.float32)
-    wt, bs = weight.float().contiguous(), bias.float().contiguous()
+    wt, bs, rm, rv = bn_parameters("csrc_bn_act_fwd", weight, bias, running_mean, running_var, training)
     a = activation(act).code  # the template argument of the C++ kernels
-    if training:
-        rm = running_mean.float().clone() if running_mean is not None else None
-        rv = running_var.float().clone() if running_var is not None else None
-    else:
-        if running_mean is None or running_var is None:
-            raise ValueError("csrc_bn_act_fwd: eval mode needs running_mean and running_var")
-        rm, rv = running_mean.float().contiguous(), running_var.float().contiguous()
     with nvtx.annotate("csrc_bn_act_fwd", domain=NVTX_DOMAIN):
         if x.device.type == "cpu":
             native.load().bn_act_forward(
@@ -271,23 +281,36 @@ bn_act_fwd.register_autograd(_bn_backward, setup_context=_bn_setup)
 def bn_act(x: torch.Tensor, bn: torch.nn.BatchNorm2d, act: str = "gelu") -> torch.Tensor:
     """Same contract as the reference ``models.layers.bn_act`` (module state
     updated the same way: running stats and num_batches_tracked)."""
+    args = bn_module_args(bn, act)
+    y, _, new_rm, new_rv = bn_act_fwd(x, *args)
+    update_running_stats(bn, args[4], new_rm, new_rv)
+    return y
+
+
+def bn_module_args(bn: torch.nn.BatchNorm2d, act: str) -> tuple:
+    """A BatchNorm2d module as the functional C++ ops take it: (weight, bias,
+    running_mean, running_var, use_batch_stats, eps, momentum, act), counting
+    the batch as nn.BatchNorm2d does (num_batches_tracked, cumulative momentum)."""
     activation(act)  # one-line ValueError for an unknown name, before any state changes
     use_batch = bn.training or not bn.track_running_stats
     momentum = bn.momentum
-    rm, rv = bn.running_mean, bn.running_var
     if bn.training and bn.track_running_stats and bn.num_batches_tracked is not None:
         bn.num_batches_tracked.add_(1)
         if momentum is None:  # cumulative moving average, as nn.BatchNorm2d
             momentum = 1.0 / float(bn.num_batches_tracked)
     weight = bn.weight if bn.weight is not None else torch.ones_like(bn.running_mean)
     bias = bn.bias if bn.bias is not None else torch.zeros_like(bn.running_mean)
-    y, _, new_rm, new_rv = bn_act_fwd(x, weight, bias, rm, rv, use_batch, float(bn.eps),
-                                      float(momentum or 0.0), act)
+    return (weight, bias, bn.running_mean, bn.running_var, use_batch, float(bn.eps),
+            float(momentum or 0.0), act)
+
+
+def update_running_stats(bn: torch.nn.BatchNorm2d, use_batch: bool, new_rm: torch.Tensor,
+                         new_rv: torch.Tensor) -> None:
+    """Copy the running statistics a functional op returned into the module."""
     if use_batch and new_rm.numel():
         with torch.no_grad():
-            rm.copy_(new_rm)
-            rv.copy_(new_rv)
-    return y
+            bn.running_mean.copy_(new_rm)
+            bn.running_var.copy_(new_rv)
 
 
 dispatch.register("bn_act", "cuda")(bn_act)

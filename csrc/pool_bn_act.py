@@ -24,7 +24,16 @@ import torch.nn.functional as F
 
 from dawnbench_fast.csrc import native
 from dawnbench_fast.csrc.costs import COSTS
-from dawnbench_fast.csrc.ops import DTYPE_CODES, _check_same, _ptr, bn_act, new_output
+from dawnbench_fast.csrc.ops import (
+    DTYPE_CODES,
+    _check_same,
+    _ptr,
+    bn_act,
+    bn_module_args,
+    bn_parameters,
+    new_output,
+    update_running_stats,
+)
 from dawnbench_fast.roofline.registry import register_flop_formulas
 from dawnbench_fast.vocabulary import activation
 
@@ -63,14 +72,8 @@ def pool_bn_act_fwd(
     pooled = new_output((n, c, h // 2, w // 2), x.dtype, x.device, True)
     codes = _codes(n, h // 2, w // 2, c)
     stats = torch.empty(4 * c, dtype=torch.float32)
-    wt, bs = weight.float().contiguous(), bias.float().contiguous()
-    if training:
-        rm = running_mean.float().clone() if running_mean is not None else None
-        rv = running_var.float().clone() if running_var is not None else None
-    else:
-        if running_mean is None or running_var is None:
-            raise ValueError("csrc_pool_bn_act_fwd: eval mode needs running_mean and running_var")
-        rm, rv = running_mean.float().contiguous(), running_var.float().contiguous()
+    wt, bs, rm, rv = bn_parameters("csrc_pool_bn_act_fwd", weight, bias, running_mean, running_var,
+                                   training)
     native.load().pool_bn_act_forward(
         DTYPE_CODES[x.dtype], _ptr(x), _ptr(pooled), _ptr(codes), _ptr(y), _ptr(stats), _ptr(wt),
         _ptr(bs), _ptr(rm), _ptr(rv), n, h, w, c, int(training), eps, momentum,
@@ -144,22 +147,9 @@ def pool_bn_act(x: torch.Tensor, bn: torch.nn.BatchNorm2d, act: str = "gelu") ->
     as ``ops.bn_act`` does; other dtypes (fp16) take the unfused path."""
     if x.dtype not in FUSED_DTYPES or x.device.type != "cpu":
         return bn_act(F.max_pool2d(x, 2), bn, act)
-    activation(act)  # one-line ValueError for an unknown name, before any state changes
-    use_batch = bn.training or not bn.track_running_stats
-    momentum = bn.momentum
-    if bn.training and bn.track_running_stats and bn.num_batches_tracked is not None:
-        bn.num_batches_tracked.add_(1)
-        if momentum is None:  # cumulative moving average, as nn.BatchNorm2d
-            momentum = 1.0 / float(bn.num_batches_tracked)
-    weight = bn.weight if bn.weight is not None else torch.ones_like(bn.running_mean)
-    bias = bn.bias if bn.bias is not None else torch.zeros_like(bn.running_mean)
-    rm, rv = bn.running_mean, bn.running_var
-    out = pool_bn_act_fwd(x, weight, bias, rm, rv, use_batch, float(bn.eps),
-                          float(momentum or 0.0), act)
-    if use_batch and out[4].numel():
-        with torch.no_grad():
-            rm.copy_(out[4])
-            rv.copy_(out[5])
+    args = bn_module_args(bn, act)
+    out = pool_bn_act_fwd(x, *args)
+    update_running_stats(bn, args[4], out[4], out[5])
     return out[0]
 
 

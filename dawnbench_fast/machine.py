@@ -55,6 +55,16 @@ def cpu_info() -> dict[str, object]:
     }
 
 
+def user_cache_dir() -> Path:
+    """The per-user cache every part of the package shares (the dataset, the
+    built C++ module, measured CPU peaks, kernel choices): ``$DAWNBENCH_CACHE``,
+    else ``$XDG_CACHE_HOME/dawnbench_fast``, else ``~/.cache/dawnbench_fast``."""
+    if os.environ.get("DAWNBENCH_CACHE"):
+        return Path(os.environ["DAWNBENCH_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "dawnbench_fast"
+
+
 def load_average() -> list[float] | None:
     """The 1, 5 and 15 minute load averages (None where the OS has none)."""
     try:

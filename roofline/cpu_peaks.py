@@ -14,20 +14,18 @@ over (e.g. after a BIOS or kernel change).
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import time
 from collections.abc import Callable
 
-from dawnbench_fast.machine import cpu_model
+from dawnbench_fast.machine import cpu_model, user_cache_dir
 from dawnbench_fast.roofline.peaks import Peaks
 
 CACHE_VERSION = 1
 
 
 def cache_path() -> pathlib.Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return pathlib.Path(base) / "dawnbench_fast" / "roofline_cpu_peaks.json"
+    return user_cache_dir() / "roofline_cpu_peaks.json"
 
 
 def _cache_key() -> str:

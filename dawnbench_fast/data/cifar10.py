@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from dawnbench_fast.machine import user_cache_dir
+
 IMAGES_PER_FILE = 10_000
 RECORD_BYTES = 1 + 32 * 32 * 3
 BIN_FILE_BYTES = IMAGES_PER_FILE * RECORD_BYTES  # 30,730,000
@@ -83,8 +85,7 @@ def md5sum(path: Path, chunk: int = 1 << 22) -> str:
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "dawnbench_fast" / "cifar10"
+    return user_cache_dir() / "cifar10"
 
 
 def detect_layout(root: Path) -> tuple[Path, str] | None:

@@ -44,6 +44,7 @@ import torch
 import torch.nn.functional as F
 
 from dawnbench_fast.dispatch import register
+from dawnbench_fast.machine import cpu_model, user_cache_dir
 from dawnbench_fast.models.layers import ConvGroup, bn_act
 
 WGRAD_METHODS = ("aten", "fp32", "im2col")
@@ -100,26 +101,11 @@ def wgrad_policy() -> str:
 
 
 def cache_path() -> Path:
-    root = os.environ.get("DAWNBENCH_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
-        "dawnbench_fast")
-    return Path(root) / "conv_wgrad_methods.json"
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or platform.machine()
+    return user_cache_dir() / "conv_wgrad_methods.json"
 
 
 def _cache_key(x: torch.Tensor, w: torch.Tensor) -> str:
-    return (f"v{CACHE_VERSION}|{_cpu_model()}|threads={torch.get_num_threads()}|"
+    return (f"v{CACHE_VERSION}|{cpu_model()}|threads={torch.get_num_threads()}|"
             f"torch={torch.__version__}|x={list(x.shape)}|w={list(w.shape)}|"
             f"{str(x.dtype).replace('torch.', '')}")
 
