@@ -251,21 +251,34 @@ class Trainer:
 # -- Evaluation with test-time augmentation --------------------------------
 
 
-def tta_logits(model: torch.nn.Module, x: torch.Tensor, level: int) -> torch.Tensor:
-    """Level 0: one view. 1: mean with the mirror. 2: 0.5 x mirrored pair +
-    0.25 x each mirrored pair shifted by -1 and +1 px (reflect padding)."""
+# Level -> the weights of its views (tta_views' order): 1: the image and its
+# mirror; 2: that pair at 0.5 plus the mirrored pairs shifted by -1 and +1 px
+# (reflect padding) at 0.25.
+TTA_WEIGHTS = {0: (1.0,), 1: (0.5, 0.5), 2: (0.25, 0.25, 0.125, 0.125, 0.125, 0.125)}
 
-    def mirrored(v: torch.Tensor) -> torch.Tensor:
-        return 0.5 * model(v) + 0.5 * model(v.flip(-1))
 
+def tta_views(x: torch.Tensor, level: int) -> list[torch.Tensor]:
+    """The test-time augmentation views of a batch, in TTA_WEIGHTS' order."""
     if level == 0:
+        return [x]
+    views = [x, x.flip(-1)]
+    if level == 2:
+        padded = F.pad(x, (1, 1, 1, 1), mode="reflect")
+        h, w = x.shape[-2:]
+        for shifted in (padded[..., :h, :w], padded[..., 2:, 2:]):
+            views += [shifted, shifted.flip(-1)]
+    return views
+
+
+def tta_logits(model: torch.nn.Module, x: torch.Tensor, level: int) -> torch.Tensor:
+    """The weighted mean of the model's logits over ``x``'s views, all views in
+    one forward (one call per image when serving, not one per view)."""
+    views = tta_views(x, level)
+    if len(views) == 1:
         return model(x)
-    if level == 1:
-        return mirrored(x)
-    padded = F.pad(x, (1, 1, 1, 1), mode="reflect")
-    h, w = x.shape[-2:]
-    shifted = [padded[..., :h, :w], padded[..., 2:, 2:]]
-    return 0.5 * mirrored(x) + 0.25 * (mirrored(shifted[0]) + mirrored(shifted[1]))
+    out = model(torch.cat(views)).unflatten(0, (len(views), len(x)))
+    weights = torch.tensor(TTA_WEIGHTS[level], dtype=out.dtype, device=out.device)
+    return torch.einsum("v,vnk->nk", weights, out)
 
 
 def inference_net(model: CifarNet) -> FoldedCifarNet:
@@ -283,9 +296,11 @@ def evaluate(
     ``max_batches``, on that many evaluation batches only (warm-up)."""
     if isinstance(model, CifarNet):
         model = inference_net(model)
+    # the views of a batch go through the net together: as many images per forward as without TTA
+    batch = max(1, cfg.eval_batch_size // len(TTA_WEIGHTS[tta_level]))
     with autocast(cfg.precision, device):
         top1, _ = accuracy(lambda x: tta_logits(model, x, tta_level),
-                           islice(batched(data.test_x, data.test_labels, cfg.eval_batch_size), max_batches))
+                           islice(batched(data.test_x, data.test_labels, batch), max_batches))
     return top1
 
 

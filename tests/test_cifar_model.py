@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 import torch
 
-from dawnbench_fast.cifar import Config, build_optimizers, loss_trajectory
+from dawnbench_fast.cifar import Config, build_optimizers, loss_trajectory, tta_logits
 from dawnbench_fast.models.cifar_net import CifarNet, macs_per_image, patch_eigens
 from dawnbench_fast.optim.muon import newton_schulz
 
@@ -137,3 +137,25 @@ def test_folded_inference_net_equals_eval_mode_net():
         want = net(x)
         got = FoldedCifarNet(net)(x)
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("level", [0, 1, 2])
+def test_tta_logits_are_the_weighted_views_in_one_forward(level):
+    torch.manual_seed(0)
+    w = torch.randn(3 * 7 * 9, 10, dtype=torch.float64)
+    calls = []
+
+    def model(v: torch.Tensor) -> torch.Tensor:
+        calls.append(len(v))
+        return v.flatten(1) @ w
+
+    x = torch.randn(5, 3, 7, 9, dtype=torch.float64)
+
+    def mirrored(v):  # the published formula, view by view
+        return 0.5 * (v.flatten(1) @ w) + 0.5 * (v.flip(-1).flatten(1) @ w)
+
+    padded = torch.nn.functional.pad(x, (1, 1, 1, 1), mode="reflect")
+    expected = {0: x.flatten(1) @ w, 1: mirrored(x),
+                2: 0.5 * mirrored(x) + 0.25 * (mirrored(padded[..., :7, :9]) + mirrored(padded[..., 2:, 2:]))}
+    torch.testing.assert_close(tta_logits(model, x, level), expected[level], rtol=1e-12, atol=1e-12)
+    assert calls == [5 * (1, 2, 6)[level]]  # one forward for all the views
