@@ -192,7 +192,9 @@ class Trainer:
         from here (data order and augmentation are keyed by seed, epoch and
         index, so they need no state)."""
         return {"model": self.model.state_dict(), "optimizers": [o.state_dict() for o in self.optimizers],
-                "step": self.step, "torch_rng": torch.get_rng_state()}
+                "step": self.step, "torch_rng": torch.get_rng_state(),
+                # recorded, not imposed: on the same machine the per-machine cache gives the same ones
+                "kernel_choices": conv_wgrad_methods(self.backend)}
 
     def load_state_dict(self, state: dict) -> None:
         self.init_model()
