@@ -110,15 +110,16 @@ def test_corrupt_pickle_names_it(tmp_path):
 
 
 def test_lookup_order(tmp_path, monkeypatch):
+    data = cifar_dir()  # before $DAWNBENCH_DATA changes below (the checkout may have no shared/ beside it)
     empty = tmp_path / "empty"
     empty.mkdir()
-    monkeypatch.setenv("DAWNBENCH_DATA", str(cifar_dir()))
+    monkeypatch.setenv("DAWNBENCH_DATA", str(data))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     # --data-dir wins over $DAWNBENCH_DATA, and a wrong one is an error, not a fallback.
     with pytest.raises(C.DataError) as e:
         C.locate(empty, allow_download=False)
     assert "--data-dir" in one_line(e)
-    assert C.locate(None, allow_download=False) == (cifar_dir(), "binary")
+    assert C.locate(None, allow_download=False) == (data, "binary")
     monkeypatch.setenv("DAWNBENCH_DATA", str(empty))
     with pytest.raises(C.DataError) as e:
         C.locate(None, allow_download=False)
@@ -127,7 +128,7 @@ def test_lookup_order(tmp_path, monkeypatch):
     monkeypatch.delenv("DAWNBENCH_DATA")
     cached = C.cache_dir() / "cifar-10-batches-bin"
     cached.parent.mkdir(parents=True)
-    os.symlink(cifar_dir(), cached)
+    os.symlink(data, cached)
     assert C.locate(None, allow_download=False) == (cached, "binary")
 
 
