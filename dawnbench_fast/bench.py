@@ -30,7 +30,6 @@ from typing import Any
 import torch
 
 from dawnbench_fast.machine import cpu_info, cpu_model
-from dawnbench_fast.machine import load_average as load_average  # re-export: runs.py
 from dawnbench_fast.train import EpochRow, LoopResult
 
 CODE_URL = "https://github.com/dawnbench-fast/dawnbench_fast"

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from dawnbench_fast import bench, checkpoint, dispatch
+from dawnbench_fast.machine import load_average
 from dawnbench_fast.overrides import ConfigError
 from dawnbench_fast.task import Task
 from dawnbench_fast.train import LoopResult, Phases, batches_forever, measure_latency, train, warm_up
@@ -121,15 +122,15 @@ def run_one(ctx: _Context, cfg: Any, run_dir: Path) -> dict:
     epoch's end (or going on from the last one with ``--resume``), inference
     measurements, DAWNBench files and run.json; returns run.json's ``result``."""
     a = ctx.args
-    load_before = bench.load_average()  # run.json: was the machine idle?
+    load_before = load_average()  # run.json: was the machine idle?
     phases = Phases(ctx.device)
     phases.add("data_load", ctx.data_load_s)
     task, result, resumed = train_resumable(ctx, cfg, run_dir, phases)
     entry = inference(task, result, a, phases, cfg.target)
-    summary = write_outputs(ctx, cfg, run_dir, task, result, entry, phases, load_before)
+    summary = write_outputs(ctx, cfg, run_dir, task, result, entry, phases)
     summary.update(resumed)
     bench.write_json(run_dir / "run.json", bench.run_json(
-        env={**ctx.env, "loadavg": {"before": load_before, "after": bench.load_average()}},
+        env={**ctx.env, "loadavg": {"before": load_before, "after": load_average()}},
         config=dataclasses.asdict(cfg), backend=ctx.backend, ops=ctx.ops, data=ctx.recipe.data,
         result=summary))
     if a.save_model:
@@ -177,7 +178,7 @@ def train_resumable(ctx: _Context, cfg: Any, run_dir: Path,
 
 
 def write_outputs(ctx: _Context, cfg: Any, run_dir: Path, task: Task, result: LoopResult,
-                  entry: Inference, phases: Phases, load_before: list[float] | None) -> dict:
+                  entry: Inference, phases: Phases) -> dict:
     """The DAWNBench files of one run; returns run.json's ``result``."""
     a, recipe = ctx.args, ctx.recipe
     misc = {**recipe.misc(cfg, ctx.backend), "versions": ctx.env["versions"], "git": ctx.env["git"]["sha"]}
