@@ -14,8 +14,9 @@ import time
 import torch
 import torch.nn.functional as F
 
-from dawnbench_fast.cifar import Config, build_model, inference_net, tta_logits
+from dawnbench_fast.cifar import Config, build_model, inference_net
 from dawnbench_fast.runtime import autocast
+from dawnbench_fast.tta import tta_logits
 
 
 def per_view(model, x: torch.Tensor) -> torch.Tensor:

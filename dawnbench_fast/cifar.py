@@ -45,6 +45,7 @@ from dawnbench_fast.runtime import autocast, resolve_device, set_deterministic, 
 from dawnbench_fast.task import Evaluation, Predict, Splits, StepLoss
 from dawnbench_fast.train import Phases, accuracy, batched
 from dawnbench_fast.train import loss_trajectory as loss_trajectory  # re-export: tests, scripts
+from dawnbench_fast.tta import TTA_WEIGHTS, selective_tta_logits
 from dawnbench_fast.vocabulary import MODEL_ACTIVATIONS
 
 
@@ -58,6 +59,10 @@ class Config:
     translate: int = 2  # random translation, pixels (reflect padding, done once)
     flip: bool = True  # alternating flip: random in epoch 0, inverted every other epoch
     cutout: int = 0  # side of a zeroed square (0 = off; not needed for 94%)
+    # Progressive resolution: epoch e < len(progressive) trains on random
+    # progressive[e]-px crops of the augmented image (conv cost ~ pixels; the
+    # global max-pool head takes any size); later epochs on the full 32 px.
+    progressive: tuple[int, ...] = ()
     # -- model -------------------------------------------------------------
     widths: tuple[int, int, int] = (64, 256, 256)
     act: str = "gelu"
@@ -78,6 +83,10 @@ class Config:
     label_smoothing: float = 0.2
     # -- evaluation ----------------------------------------------------------
     tta_level: int = 2  # 0: plain, 1: + mirror, 2: + mirror and +-1 px shifts (6 views)
+    # Selective TTA (hiverge): the other views only for images whose one-view
+    # top softmax probability is below this; 1.0 = every image gets all views.
+    # A per-image rule, so serving one image at a time does exactly the same.
+    tta_below: float = 1.0
     # Every evaluation checked against the target or written to the TSV is on
     # the clock (DAWNBench); by default only the final one is. Display-only
     # evaluations are neither checked nor written, and timed apart.
@@ -123,6 +132,7 @@ def validate(cfg: Config) -> Config:
     check(cfg, [
         *common_checks(cfg),
         (cfg.tta_level in (0, 1, 2), "tta_level", "must be 0, 1 or 2"),
+        (0.0 < cfg.tta_below <= 1.0, "tta_below", "must be in (0, 1]"),
         (len(cfg.widths) == 3 and min(cfg.widths) > 0, "widths", "needs three positive widths"),
         (cfg.act in MODEL_ACTIVATIONS, "act",
          f"must be {', '.join(MODEL_ACTIVATIONS[:-1])} or {MODEL_ACTIVATIONS[-1]}"),
@@ -175,6 +185,9 @@ class Trainer:
         self.total_steps = cfg.epochs * self.steps_per_epoch
         self.whiten_bias_steps = cfg.whiten_bias_epochs * self.steps_per_epoch
         self.augment = dispatch.get_op("augment", backend)
+        # one epoch of each training resolution, for the warm-up (train.warm_up)
+        sides = [*cfg.progressive[: cfg.epochs], 32][: cfg.epochs]
+        self.warm_up_epochs = tuple(sides.index(s) for s in dict.fromkeys(sides))
         self.step = 0
         self.model: CifarNet | None = None
         self.splits = Splits(enabled=device.type == "cpu")
@@ -213,8 +226,19 @@ class Trainer:
             idx = order[i * self.batch : (i + 1) * self.batch]
             p = aug.augment_params(cfg.seed, epoch, idx, cfg.translate, cfg.flip, cfg.cutout)
             x = self.augment(self.data.padded, torch.from_numpy(idx), p, self.data.scale, self.data.shift)
+            x = self.crop(x, epoch, i)
             self.splits.mark("augment")
             yield torch.from_numpy(idx).to(self.device), x
+
+    def crop(self, x: torch.Tensor, epoch: int, step: int) -> torch.Tensor:
+        """``x`` itself, or in progressive epochs one random crop (per batch,
+        keyed by seed, epoch and step) of the side that epoch trains at."""
+        prog = self.cfg.progressive
+        if epoch >= len(prog) or prog[epoch] >= x.shape[-1]:
+            return x
+        side, span = prog[epoch], x.shape[-1] - prog[epoch] + 1
+        oy, ox = np.random.default_rng([self.cfg.seed, epoch, step, 7]).integers(0, span, 2)
+        return x[..., oy:oy + side, ox:ox + side].contiguous(memory_format=torch.channels_last)
 
     def train_step(self, idx: torch.Tensor, x: torch.Tensor) -> StepLoss:
         cfg, model = self.cfg, self.model
@@ -247,40 +271,10 @@ class Trainer:
         level = self.cfg.tta_level if tta else 0
         with torch.no_grad(), autocast(self.cfg.precision, self.device):
             net = inference_net(self.model)
-            yield (lambda x: tta_logits(net, x, level)), self.data.test_x
+            yield (lambda x: selective_tta_logits(net, x, level, self.cfg.tta_below)), self.data.test_x
 
 
-# -- Evaluation with test-time augmentation --------------------------------
-
-
-# Level -> the weights of its views (tta_views' order): 1: the image and its
-# mirror; 2: that pair at 0.5 plus the mirrored pairs shifted by -1 and +1 px
-# (reflect padding) at 0.25.
-TTA_WEIGHTS = {0: (1.0,), 1: (0.5, 0.5), 2: (0.25, 0.25, 0.125, 0.125, 0.125, 0.125)}
-
-
-def tta_views(x: torch.Tensor, level: int) -> list[torch.Tensor]:
-    """The test-time augmentation views of a batch, in TTA_WEIGHTS' order."""
-    if level == 0:
-        return [x]
-    views = [x, x.flip(-1)]
-    if level == 2:
-        padded = F.pad(x, (1, 1, 1, 1), mode="reflect")
-        h, w = x.shape[-2:]
-        for shifted in (padded[..., :h, :w], padded[..., 2:, 2:]):
-            views += [shifted, shifted.flip(-1)]
-    return views
-
-
-def tta_logits(model: torch.nn.Module, x: torch.Tensor, level: int) -> torch.Tensor:
-    """The weighted mean of the model's logits over ``x``'s views, all views in
-    one forward (one call per image when serving, not one per view)."""
-    views = tta_views(x, level)
-    if len(views) == 1:
-        return model(x)
-    out = model(torch.cat(views)).unflatten(0, (len(views), len(x)))
-    weights = torch.tensor(TTA_WEIGHTS[level], dtype=out.dtype, device=out.device)
-    return torch.einsum("v,vnk->nk", weights, out)
+# -- Evaluation (the TTA views: dawnbench_fast.tta) ------------------------
 
 
 def inference_net(model: CifarNet) -> FoldedCifarNet:
@@ -301,7 +295,7 @@ def evaluate(
     # the views of a batch go through the net together: as many images per forward as without TTA
     batch = max(1, cfg.eval_batch_size // len(TTA_WEIGHTS[tta_level]))
     with autocast(cfg.precision, device):
-        top1, _ = accuracy(lambda x: tta_logits(model, x, tta_level),
+        top1, _ = accuracy(lambda x: selective_tta_logits(model, x, tta_level, cfg.tta_below),
                            islice(batched(data.test_x, data.test_labels, batch), max_batches))
     return top1
 

@@ -235,12 +235,15 @@ def _raise_if_diverged(first_bad: torch.Tensor, loss: StepLoss | None) -> None:
 def warm_up(task: Task) -> None:
     """A throwaway task runs two steps and one evaluation batch so that one-off
     costs (kernel selection, JIT compilation, allocator growth) stay out of
-    the clock. Its weights are discarded with it."""
+    the clock. Its weights are discarded with it. A task whose epochs differ
+    in shape (progressive resolution) names one epoch of each shape in
+    ``warm_up_epochs``; each gets its two steps."""
     task.init_model()
-    for k, batch in enumerate(task.epoch_batches(0)):
-        task.train_step(*batch)
-        if k == 1:
-            break
+    for epoch in getattr(task, "warm_up_epochs", (0,)):
+        for k, batch in enumerate(task.epoch_batches(epoch)):
+            task.train_step(*batch)
+            if k == 1:
+                break
     task.evaluate(tta=True, max_batches=1)
 
 

@@ -7,9 +7,10 @@ import dataclasses
 import pytest
 import torch
 
-from dawnbench_fast.cifar import Config, build_optimizers, loss_trajectory, tta_logits
+from dawnbench_fast.cifar import Config, build_optimizers, loss_trajectory
 from dawnbench_fast.models.cifar_net import CifarNet, macs_per_image, patch_eigens
 from dawnbench_fast.optim.muon import newton_schulz
+from dawnbench_fast.tta import selective_tta_logits, tta_logits
 
 
 @pytest.mark.parametrize("batch", [1, 3, 16])
@@ -159,3 +160,53 @@ def test_tta_logits_are_the_weighted_views_in_one_forward(level):
                 2: 0.5 * mirrored(x) + 0.25 * (mirrored(padded[..., :7, :9]) + mirrored(padded[..., 2:, 2:]))}
     torch.testing.assert_close(tta_logits(model, x, level), expected[level], rtol=1e-12, atol=1e-12)
     assert calls == [5 * (1, 2, 6)[level]]  # one forward for all the views
+
+
+@pytest.mark.parametrize("share", [0.25, 0.6, 1.0])
+def test_selective_tta_gives_the_views_only_to_unconfident_images(share):
+    torch.manual_seed(1)
+    w = torch.randn(3 * 6 * 6, 10, dtype=torch.float64) * 0.3
+    x = torch.randn(40, 3, 6, 6, dtype=torch.float64)
+    calls = []
+
+    def model(v: torch.Tensor) -> torch.Tensor:
+        calls.append(len(v))
+        return v.flatten(1) @ w
+
+    one = x.flatten(1) @ w
+    conf = one.softmax(1).amax(1)
+    below = 1.0 if share == 1.0 else float(conf.quantile(share))
+    unsure = conf < below
+    got = selective_tta_logits(model, x, 2, below)
+    views = list(calls)
+    full = tta_logits(model, x, 2)
+    assert 0 < int(unsure.sum()) < len(x) or share == 1.0
+    torch.testing.assert_close(got[unsure], full[unsure], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(got[~unsure], one[~unsure], rtol=1e-12, atol=1e-12)
+    # one view for all, then the 5 other views for the unconfident images only
+    assert views == ([6 * len(x)] if share == 1.0 else [len(x), 5 * int(unsure.sum())])
+    # each image's answer is its own: one image at a time (serving) gives the same rows
+    rows = torch.cat([selective_tta_logits(model, x[i:i + 1], 2, below) for i in range(len(x))])
+    torch.testing.assert_close(rows, got, rtol=1e-12, atol=1e-12)
+
+
+def test_progressive_epochs_train_on_keyed_crops_of_the_full_batch():
+    from tests.cifar_data import cifar_dir
+
+    base = Config(subset=300, eval_subset=100, batch_size=150, epochs=3, whiten_images=100,
+                  kernels="torch", precision="fp32", data_dir=str(cifar_dir()), download=False)
+    full = base.build_task(torch.device("cpu"))
+    task = dataclasses.replace(base, progressive=(20, 27)).build_task(torch.device("cpu"))
+    assert full.warm_up_epochs == (0,) and task.warm_up_epochs == (0, 1, 2)
+    for epoch, side in enumerate((20, 27, 32)):
+        (i, x), (j, y) = next(task.epoch_batches(epoch)), next(full.epoch_batches(epoch))
+        assert torch.equal(i, j) and x.shape[-2:] == (side, side)
+        assert x.is_contiguous(memory_format=torch.channels_last)
+        windows = [(a, b) for a in range(33 - side) for b in range(33 - side)
+                   if torch.equal(x, y[..., a:a + side, b:b + side])]
+        assert len(windows) == 1  # one window of the full-resolution batch, the same for every image
+        again = next(task.epoch_batches(epoch))[1]
+        assert torch.equal(again, x)  # keyed by seed, epoch and step: a resumed run sees the same crops
+    task.init_model()
+    losses = [task.train_step(*next(task.epoch_batches(e))).total.item() for e in range(3)]
+    assert all(0 < v < float("inf") for v in losses)
