@@ -2,8 +2,9 @@
 
 Recorded at commit 6e0596c, before the code was moved into its rooms (issue
 8), so that any refactor that changes the numerics fails here. The settings
-are the published recipe's (Config's defaults: whitening from 5,000 images,
-Muon + Nesterov SGD, label smoothing, the alternating flip...) in fp32 with one
+are the published recipe's (cifar.RECIPES["airbench94_muon"], Config's defaults
+when it was recorded: whitening from 5,000 images, Muon + Nesterov SGD, label
+smoothing, the alternating flip...) in fp32 with one
 thread, except the batch (500 instead of 2,000) so that three steps take
 seconds, not a minute.
 
@@ -34,11 +35,11 @@ def test_torch_backend_loss_trajectory_is_unchanged():
     if here != FINGERPRINT:
         pytest.skip(f"recorded at {RECORDED_AT} on {FINGERPRINT}; this machine is {here}: "
                     "bit-exact results are not comparable")
-    from dawnbench_fast.cifar import Config
+    from dawnbench_fast.cifar import RECIPES, Config
     from dawnbench_fast.train import loss_trajectory
 
-    cfg = Config(precision="fp32", kernels="torch", threads=1, batch_size=500,
-                 data_dir=str(cifar_dir()), download=False)
+    cfg = Config(**RECIPES["airbench94_muon"], precision="fp32", kernels="torch", threads=1,
+                 batch_size=500, data_dir=str(cifar_dir()), download=False)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
