@@ -52,9 +52,10 @@ from dawnbench_fast.vocabulary import MODEL_ACTIVATIONS
 
 @dataclass
 class Config:
-    """The recipe. Defaults: airbench94_muon's net, optimisers and data, plus
-    progressive resolution and selective TTA (RECIPES["airbench94_muon"]
-    switches those off)."""
+    """The recipe. Defaults: airbench94_muon's net, optimisers, data and
+    schedule, plus selective TTA (RECIPES["airbench94_muon"] switches it off).
+    Progressive resolution is here as a lever, off by default: it did not
+    hold its accuracy over two seeds (docs/PERFORMANCE.md)."""
 
     # -- data --------------------------------------------------------------
     subset: int = 0  # train on the first N training images (0 = all 50,000)
@@ -65,7 +66,7 @@ class Config:
     # Progressive resolution: epoch e < len(progressive) trains on random
     # progressive[e]-px crops of the augmented image (conv cost ~ pixels; the
     # global max-pool head takes any size); later epochs on the full 32 px.
-    progressive: tuple[int, ...] = (24, 24, 24, 24, 24, 24)
+    progressive: tuple[int, ...] = ()  # e.g. 24,24,24,24,24,24 with --epochs 10 (PERFORMANCE.md)
     # -- model -------------------------------------------------------------
     widths: tuple[int, int, int] = (64, 256, 256)
     act: str = "gelu"
@@ -74,7 +75,7 @@ class Config:
     whiten_images: int = 5000  # training images used for the patch covariance
     whiten_bias_epochs: int = 3  # the whitening bias trains this long, then freezes
     # -- optimisation --------------------------------------------------------
-    epochs: int = 10  # 6 of them at 24 px (progressive): ~6.7 full-resolution epochs of work
+    epochs: int = 8
     batch_size: int = 2000
     lr_filters: float = 0.24  # Muon, conv filters
     muon_momentum: float = 0.6
@@ -315,6 +316,8 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> C
 RECIPES: dict[str, dict] = {
     "dawnbench_fast": {},
     "airbench94_muon": {"epochs": 8, "progressive": (), "tta_below": 1.0},
+    # the progressive schedule screened for issue 9 (seed 0: 94.08%, seed 1: 93.74%)
+    "progressive24": {"epochs": 10, "progressive": (24,) * 6},
 }
 
 PROG = "python -m dawnbench_fast.cifar"
@@ -341,9 +344,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="evaluate on the first N test images (0 = all)")
     cli.add_training_args(p, d)
     p.add_argument("--recipe", choices=sorted(RECIPES), default="dawnbench_fast",
-                   help="named recipe: dawnbench_fast (ours) or airbench94_muon (the published "
-                   "recipe: 8 epochs at full resolution, 6-view TTA on every image); "
-                   "--epochs and --set apply on top")
+                   help="named recipe: dawnbench_fast (ours), airbench94_muon (the published "
+                   "recipe: 6-view TTA on every image) or progressive24 (10 epochs, the first 6 "
+                   "on 24-px crops); --epochs and --set apply on top")
     cli.add_execution_args(p, d)
     cli.add_report_args(p, out="runs/cifar10")
     return p
