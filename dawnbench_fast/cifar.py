@@ -52,10 +52,9 @@ from dawnbench_fast.vocabulary import MODEL_ACTIVATIONS
 
 @dataclass
 class Config:
-    """The recipe. Defaults: airbench94_muon's net, optimisers, data and
-    schedule, plus selective TTA (RECIPES["airbench94_muon"] switches it off).
-    Progressive resolution is here as a lever, off by default: it did not
-    hold its accuracy over two seeds (docs/PERFORMANCE.md)."""
+    """The recipe: airbench94_muon's net, optimisers, data and schedule, plus
+    selective TTA (off in RECIPES["airbench94_muon"]). Progressive resolution
+    is a lever, off: it lost accuracy over two seeds (docs/PERFORMANCE.md)."""
 
     # -- data --------------------------------------------------------------
     subset: int = 0  # train on the first N training images (0 = all 50,000)
