@@ -95,16 +95,13 @@ struct Partials {
   }
 };
 
-// Pass 1 of the forward: per-channel sums of (s - k) and (s - k)^2 over the
-// src rows, where s is x's row or (POOL) the max of its 2x2 window, which is
-// then stored with its argmax code.
-template <int DT, bool POOL>
-void forward_sums(const void* xv, void* pv, unsigned char* codes, const Geo& g, const float* k,
-                  std::vector<double>& s1, std::vector<double>& s2) {
-  typedef Io<DT> IO;
-  typedef typename IO::T T;
-  const T* x = static_cast<const T*>(xv);
-  T* pooled = static_cast<T*>(pv);
+// The reduction order both statistics passes share: the M rows split into P
+// fixed chunks (P does not depend on the thread count, so the bits do not
+// either), each chunk in blocks of kRowBlock rows summed in fp32 by
+// row(m, a, b), each block folded into the chunk's fp64 partials, the chunks
+// combined in order into s1 and s2.
+template <class Row>
+void chunked_sums(const Geo& g, Row row, std::vector<double>& s1, std::vector<double>& s2) {
   const int C = g.C, Cp = g.Cp;
   const int P = static_cast<int>(g.M < kChunks ? g.M : kChunks);
   Partials parts(P, Cp);
@@ -118,45 +115,59 @@ void forward_sums(const void* xv, void* pv, unsigned char* codes, const Geo& g, 
         const i64 me = mb + kRowBlock < m1 ? mb + kRowBlock : m1;
         std::fill(a.begin(), a.end(), 0.0f);
         std::fill(b.begin(), b.end(), 0.0f);
-        for (i64 m = mb; m < me; ++m) {
-          const T* r00 = x + m * C;
-          const T *r01 = r00, *r10 = r00, *r11 = r00;
-          if (POOL) {
-            const i64 n = m / (static_cast<i64>(g.Ho) * g.Wo);
-            const int rest = static_cast<int>(m - n * g.Ho * g.Wo);
-            const int ho = rest / g.Wo, wo = rest - ho * g.Wo;
-            r00 = x + ((n * g.H + 2 * ho) * g.W + 2 * wo) * C;
-            r01 = r00 + C;
-            r10 = r00 + static_cast<i64>(g.W) * C;
-            r11 = r10 + C;
-          }
-          for (int c = 0; c < C; c += L) {
-            const vm msk = tail_mask(C - c);
-            vf s = IO::load(r00 + c, msk);
-            if (POOL) {
-              vi code = code_zero();
-              vm t = takes_max(IO::load(r01 + c, msk), s);
-              s = select(t, s, IO::load(r01 + c, msk));
-              code = code_set(code, t, 1);
-              t = takes_max(IO::load(r10 + c, msk), s);
-              s = select(t, s, IO::load(r10 + c, msk));
-              code = code_set(code, t, 2);
-              t = takes_max(IO::load(r11 + c, msk), s);
-              s = select(t, s, IO::load(r11 + c, msk));
-              code = code_set(code, t, 3);
-              IO::store(pooled + m * C + c, msk, s);
-              code_store(codes + m * C + c, msk, code);
-            }
-            const vf d = sub(s, ld(k + c));
-            st(&a[c], add(ld(&a[c]), d));
-            st(&b[c], add(ld(&b[c]), mul(d, d)));
-          }
-        }
+        for (i64 m = mb; m < me; ++m) row(m, a.data(), b.data());
         parts.add(part, a, b, C);
       }
     }
   }
   parts.combine(s1, s2, C);
+}
+
+// Pass 1 of the forward: per-channel sums of (s - k) and (s - k)^2 over the
+// src rows, where s is x's row or (POOL) the max of its 2x2 window, which is
+// then stored with its argmax code.
+template <int DT, bool POOL>
+void forward_sums(const void* xv, void* pv, unsigned char* codes, const Geo& g, const float* k,
+                  std::vector<double>& s1, std::vector<double>& s2) {
+  typedef Io<DT> IO;
+  typedef typename IO::T T;
+  const T* x = static_cast<const T*>(xv);
+  T* pooled = static_cast<T*>(pv);
+  const int C = g.C;
+  chunked_sums(g, [&](i64 m, float* a, float* b) {
+    const T* r00 = x + m * C;
+    const T *r01 = r00, *r10 = r00, *r11 = r00;
+    if (POOL) {
+      const i64 n = m / (static_cast<i64>(g.Ho) * g.Wo);
+      const int rest = static_cast<int>(m - n * g.Ho * g.Wo);
+      const int ho = rest / g.Wo, wo = rest - ho * g.Wo;
+      r00 = x + ((n * g.H + 2 * ho) * g.W + 2 * wo) * C;
+      r01 = r00 + C;
+      r10 = r00 + static_cast<i64>(g.W) * C;
+      r11 = r10 + C;
+    }
+    for (int c = 0; c < C; c += L) {
+      const vm msk = tail_mask(C - c);
+      vf s = IO::load(r00 + c, msk);
+      if (POOL) {
+        vi code = code_zero();
+        vm t = takes_max(IO::load(r01 + c, msk), s);
+        s = select(t, s, IO::load(r01 + c, msk));
+        code = code_set(code, t, 1);
+        t = takes_max(IO::load(r10 + c, msk), s);
+        s = select(t, s, IO::load(r10 + c, msk));
+        code = code_set(code, t, 2);
+        t = takes_max(IO::load(r11 + c, msk), s);
+        s = select(t, s, IO::load(r11 + c, msk));
+        code = code_set(code, t, 3);
+        IO::store(pooled + m * C + c, msk, s);
+        code_store(codes + m * C + c, msk, code);
+      }
+      const vf d = sub(s, ld(k + c));
+      st(a + c, add(ld(a + c), d));
+      st(b + c, add(ld(b + c), mul(d, d)));
+    }
+  }, s1, s2);
 }
 
 // The forward's shift k[c]: the first src value of each channel (as
@@ -214,34 +225,18 @@ void backward_sums(const void* sv, const void* dyv, const float* st4, const Geo&
   const int C = g.C, Cp = g.Cp;
   const Padded mean(st4, C, Cp), invstd(st4 + C, C, Cp), scale(st4 + 2 * C, C, Cp),
       beta(st4 + 3 * C, C, Cp);
-  const int P = static_cast<int>(g.M < kChunks ? g.M : kChunks);
-  Partials parts(P, Cp);
-#pragma omp parallel if (g.parallel())
-  {
-    std::vector<float> a(Cp), b(Cp);
-#pragma omp for schedule(static)
-    for (int part = 0; part < P; ++part) {
-      const i64 m0 = g.M * part / P, m1 = g.M * (part + 1) / P;
-      for (i64 mb = m0; mb < m1; mb += kRowBlock) {
-        const i64 me = mb + kRowBlock < m1 ? mb + kRowBlock : m1;
-        std::fill(a.begin(), a.end(), 0.0f);
-        std::fill(b.begin(), b.end(), 0.0f);
-        for (i64 m = mb; m < me; ++m)
-          for (int c = 0; c < C; c += L) {
-            const vm msk = tail_mask(C - c);
-            const vf xs = IO::load(s + m * C + c, msk);
-            const vf xc = sub(xs, ld(mean.p() + c));
-            const vf z = add(mul(xc, ld(scale.p() + c)), ld(beta.p() + c));
-            const vf gg = mul(IO::load(dy + m * C + c, msk), act_grad<ACT>(z));
-            Io<kF32>::store(gout + m * C + c, msk, gg);
-            st(&a[c], add(ld(&a[c]), gg));
-            st(&b[c], add(ld(&b[c]), mul(mul(gg, xc), ld(invstd.p() + c))));
-          }
-        parts.add(part, a, b, C);
-      }
+  chunked_sums(g, [&](i64 m, float* a, float* b) {
+    for (int c = 0; c < C; c += L) {
+      const vm msk = tail_mask(C - c);
+      const vf xs = IO::load(s + m * C + c, msk);
+      const vf xc = sub(xs, ld(mean.p() + c));
+      const vf z = add(mul(xc, ld(scale.p() + c)), ld(beta.p() + c));
+      const vf gg = mul(IO::load(dy + m * C + c, msk), act_grad<ACT>(z));
+      Io<kF32>::store(gout + m * C + c, msk, gg);
+      st(a + c, add(ld(a + c), gg));
+      st(b + c, add(ld(b + c), mul(mul(gg, xc), ld(invstd.p() + c))));
     }
-  }
-  parts.combine(sg, sgx, C);
+  }, sg, sgx);
 }
 
 // dx of one src row (C channels) into up to four destinations: dst[q] gets
