@@ -7,7 +7,7 @@ procedure's, not a seed's).
     python benchmarks/bench_selective_tta.py runs/m.pt [--below 0.5,0.6,0.7,1] [--images 1000]
 
 Accuracy and share are computed over all 10,000 test images from their
-one-view and 6-view logits (as cifar.selective_tta_logits combines them);
+one-view and 6-view logits (as tta.selective_tta_logits combines them);
 latency is timed one image at a time over the first ``--images`` images.
 """
 

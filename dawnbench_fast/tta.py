@@ -38,11 +38,10 @@ def tta_logits(model: torch.nn.Module, x: torch.Tensor, level: int,
     views = tta_views(x, level)
     if len(views) == 1:
         return model(x) if first is None else first
+    todo = views if first is None else views[1:]
+    out = model(torch.cat(todo)).unflatten(0, (len(todo), len(x)))
     if first is not None:
-        rest = model(torch.cat(views[1:])).unflatten(0, (len(views) - 1, len(x)))
-        out = torch.cat([first.to(rest.dtype)[None], rest])
-    else:
-        out = model(torch.cat(views)).unflatten(0, (len(views), len(x)))
+        out = torch.cat([first.to(out.dtype)[None], out])
     weights = torch.tensor(TTA_WEIGHTS[level], dtype=out.dtype, device=out.device)
     return torch.einsum("v,vnk->nk", weights, out)
 
