@@ -401,7 +401,7 @@ def run_cli(a: argparse.Namespace) -> int:
         return 0
     set_threads(cfg.threads)
     set_deterministic(cfg.deterministic)
-    if cfg.deterministic:
+    if cfg.deterministic and conv_cpu.wgrad_policy() == "auto":
         conv_cpu.set_wgrad_policy("frozen")  # the cached choice, else aten: never timed afresh
     device = resolve_device(cfg.device)
     backend = dispatch.resolve_backend(cfg.kernels, device)

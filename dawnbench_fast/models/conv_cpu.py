@@ -8,26 +8,26 @@ Weight-gradient methods for dW (Cout x Cin*9):
 - ``fp32``: torch's convolution_backward on fp32 copies of x and dY;
 - ``im2col``: dY^T (Cout x BHW) @ im2col(x) (BHW x Cin*9), bf16 in, fp32 accumulate.
 
-Why choose at all: PyTorch's bf16 weight-gradient convolution on CPU falls off
-a cliff for some shapes and thread counts (64->256 channels at 15x15, batch
-500: 2.0 s with 2 threads against 0.43 s with 1 thread and 0.70 s for the fp32
-kernel, measured under load, docs/PERFORMANCE.md).
+Why ``aten`` by default, never timed: the other methods won only when
+oneDNN's bf16 weight gradient was measured on a loaded machine (64->256
+channels at 15x15: 2.0 s with 2 threads against 0.43 s with 1 under load).
+Idle, aten wins every shape of the net, and a choice timed once and cached
+was poisoned by such a spell: the cached ``fp32`` for that shape cost 0.99 s a
+step in situ (its fp32 copy of dY alone 0.38 s) against aten's 0.44 s, and the
+whole step ran 5.43 s against 4.70 s with aten (docs/PERFORMANCE.md). Fixed
+kernels also make the same seed run the same kernels on every machine.
 
-Why the choice is persisted: the methods round differently, and a choice
-timed afresh in every run's warm-up flipped between runs on noise (seed 0 gave
-different numerics in two runs on one machine). So each choice is made once
-per (CPU model, threads, torch version, x shape, w shape, dtype): every
-method timed ``REPS`` times, interleaved, median; another method replaces
-``aten`` only when it is more than ``MARGIN`` faster; the decision goes to
-``<cache>/conv_wgrad_methods.json`` (``$DAWNBENCH_CACHE``, else
+``DAWNBENCH_WGRAD`` (or :func:`set_wgrad_policy`): ``aten`` (default), another
+method name to force it everywhere, ``auto`` (opt-in: each choice made once per
+(CPU model, threads, torch version, x shape, w shape, dtype), every method
+timed ``REPS`` times interleaved, median; another method replaces ``aten`` only
+when it is more than ``MARGIN`` faster; saved to
+``<cache>/conv_wgrad_methods.json``: ``$DAWNBENCH_CACHE``, else
 ``$XDG_CACHE_HOME/dawnbench_fast``, else ``~/.cache/dawnbench_fast``; atomic
-write) with a one-line note on stderr when it is measured. The same seed on
-the same machine then runs the same kernels. ``DAWNBENCH_WGRAD`` (or
-:func:`set_wgrad_policy`): ``auto`` (default: cache, else measure),
-``frozen`` (cache, else ``aten``; never measures, e.g. for ``--deterministic``),
-or a method name to force it everywhere. :func:`chosen_methods` lists the
-choices made in this process (run.json), :func:`wgrad_decisions` with their
-source and times.
+write; a one-line note on stderr when measured), or ``frozen`` (the cache's
+choice, else ``aten``; never measures, e.g. for ``--deterministic``).
+:func:`chosen_methods` lists the choices made in this process (run.json),
+:func:`wgrad_decisions` with their source and times.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ CACHE_VERSION = 1
 _CHOICE: dict[tuple, dict] = {}
 # Forced method for tests and benchmarks (None = the policy decides).
 FORCE: str | None = None
-_POLICY: list[str] = []  # set_wgrad_policy's value; empty: DAWNBENCH_WGRAD or "auto"
+_POLICY: list[str] = []  # set_wgrad_policy's value; empty: DAWNBENCH_WGRAD or "aten"
 # False: the unfused max-pool and bn_act (benchmarks compare the two).
 FUSED_POOL = True
 
@@ -87,14 +87,14 @@ _METHODS = {"aten": _wgrad_aten, "fp32": _wgrad_fp32, "im2col": _wgrad_im2col}
 # ----------------------------------------------------------------------------- policy
 def set_wgrad_policy(policy: str | None) -> None:
     """``auto``, ``frozen`` or a method name for the rest of this process
-    (None: back to ``DAWNBENCH_WGRAD``, default ``auto``)."""
+    (None: back to ``DAWNBENCH_WGRAD``, default ``aten``)."""
     if policy is not None and policy not in POLICIES:
         raise ValueError(f"wgrad policy must be one of {', '.join(POLICIES)}, not {policy!r}")
     _POLICY[:] = [] if policy is None else [policy]
 
 
 def wgrad_policy() -> str:
-    policy = _POLICY[0] if _POLICY else os.environ.get("DAWNBENCH_WGRAD", "auto") or "auto"
+    policy = _POLICY[0] if _POLICY else os.environ.get("DAWNBENCH_WGRAD", DEFAULT_METHOD) or DEFAULT_METHOD
     if policy not in POLICIES:
         raise ValueError(f"DAWNBENCH_WGRAD must be one of {', '.join(POLICIES)}, not {policy!r}")
     return policy
@@ -157,7 +157,7 @@ def measure_wgrad(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> dict:
 
 def choose_wgrad(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> str:
     """The method for this shape: forced, else this process's, else the
-    cache's, else (policy ``auto``) measured now and saved."""
+    cache's (policies ``auto``, ``frozen``), else (``auto``) measured now and saved."""
     if FORCE is not None:
         return FORCE
     key = (tuple(x.shape), tuple(w.shape), x.dtype)
@@ -165,7 +165,8 @@ def choose_wgrad(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> str:
         return _CHOICE[key]["method"]
     policy = wgrad_policy()
     if policy in WGRAD_METHODS:
-        _CHOICE[key] = {"method": policy, "source": "forced"}
+        explicit = bool(_POLICY or os.environ.get("DAWNBENCH_WGRAD"))
+        _CHOICE[key] = {"method": policy, "source": "forced" if explicit else "default"}
         return policy
     ckey = _cache_key(x, w)
     cached = _read_cache().get(ckey)
@@ -195,7 +196,7 @@ def chosen_methods() -> dict[str, str]:
 
 
 def wgrad_decisions() -> dict[str, dict]:
-    """Shape -> {method, source (forced/cache/measured/frozen default), median_s}."""
+    """Shape -> {method, source (default/forced/cache/measured/frozen default), median_s}."""
     return {_shape_name(k): dict(v) for k, v in _CHOICE.items()}
 
 

@@ -292,6 +292,7 @@ def test_cpu_conv3x3_function_matches_conv2d_autograd(method, dtype, monkeypatch
 def test_cpu_autotune_records_one_choice_per_shape(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(conv_cpu, "_CHOICE", {})
     monkeypatch.setenv("DAWNBENCH_CACHE", str(tmp_path))
+    monkeypatch.setenv("DAWNBENCH_WGRAD", "auto")  # opt-in: the default is aten, never timed
     monkeypatch.setattr(conv_cpu, "REPS", 2)
     x, w, g = cpu_inputs(2, 8, 7, 12, torch.bfloat16, seed=1)
     w = w.requires_grad_()
@@ -309,6 +310,7 @@ def test_cpu_wgrad_choice_is_read_back_from_the_cache(monkeypatch, tmp_path, cap
     saved choice without timing anything; frozen never measures; a forced
     policy wins; an unknown policy is a one-line error."""
     monkeypatch.setenv("DAWNBENCH_CACHE", str(tmp_path))
+    monkeypatch.setenv("DAWNBENCH_WGRAD", "auto")
     x, w, g = cpu_inputs(2, 8, 7, 12, torch.bfloat16, seed=1)
     key = conv_cpu._cache_key(x, w)
     conv_cpu._write_cache(key, {"method": "im2col"})
@@ -328,6 +330,20 @@ def test_cpu_wgrad_choice_is_read_back_from_the_cache(monkeypatch, tmp_path, cap
         conv_cpu.set_wgrad_policy(None)
     with pytest.raises(ValueError, match="wgrad policy"):
         conv_cpu.set_wgrad_policy("fastest")
+    assert "timing" not in capsys.readouterr().err
+
+
+def test_cpu_wgrad_default_is_aten_and_never_timed(monkeypatch, tmp_path, capsys):
+    """The default runs aten on every shape, ignoring a cached choice (a stale
+    cache once made a shape 2x slower) and timing nothing."""
+    monkeypatch.setenv("DAWNBENCH_CACHE", str(tmp_path))
+    monkeypatch.delenv("DAWNBENCH_WGRAD", raising=False)
+    monkeypatch.setattr(conv_cpu, "_CHOICE", {})
+    x, w, g = cpu_inputs(2, 8, 7, 12, torch.bfloat16, seed=3)
+    conv_cpu._write_cache(conv_cpu._cache_key(x, w), {"method": "fp32"})
+    monkeypatch.setattr(conv_cpu, "measure_wgrad", lambda *a: pytest.fail("measured"))
+    assert conv_cpu.choose_wgrad(x, g, w) == "aten"
+    assert list(conv_cpu.wgrad_decisions().values())[0]["source"] == "default"
     assert "timing" not in capsys.readouterr().err
 
 
