@@ -20,6 +20,7 @@ import torch
 from dawnbench_fast.cifar import Config, Trainer, prepare_data
 from dawnbench_fast.data.cifar10 import load_cifar10
 from dawnbench_fast.models import conv_cpu
+from dawnbench_fast.runtime import keep_freed_memory
 
 BATCH = int(os.environ.get("BENCH_BATCH", "1000"))
 DATA = os.environ.get("DAWNBENCH_DATA", os.path.join(os.path.dirname(__file__), "..", "..",
@@ -28,6 +29,7 @@ DATA = os.environ.get("DAWNBENCH_DATA", os.path.join(os.path.dirname(__file__), 
 
 @pytest.fixture(scope="module")
 def data():
+    keep_freed_memory()  # as the trainer does (DAWNBENCH_MALLOC=system: malloc's defaults)
     cfg = dataclasses.replace(Config(), subset=BATCH * 3, batch_size=BATCH)
     return cfg, prepare_data(load_cifar10(DATA, allow_download=False), cfg, torch.device("cpu"))
 

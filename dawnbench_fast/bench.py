@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from dawnbench_fast import runtime
 from dawnbench_fast.machine import cpu_info, cpu_model
 from dawnbench_fast.train import EpochRow, LoopResult
 
@@ -109,6 +110,7 @@ def environment(device: torch.device, entry: str) -> dict[str, object]:
         "cpu": cpu_model(),
         "cpu_info": cpu_info(),
         "threads": torch.get_num_threads(),
+        "malloc": runtime.malloc_mode(),
         "command": [sys.executable, "-m", entry, *sys.argv[1:]],
         "platform": platform.platform(),
     }

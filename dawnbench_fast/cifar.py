@@ -42,7 +42,7 @@ from dawnbench_fast.overrides import apply_overrides as _apply_overrides
 from dawnbench_fast.overrides import check, common_checks
 from dawnbench_fast.overrides import parse_value as parse_value  # re-export (older callers)
 from dawnbench_fast.runs import Recipe, profile_steps, run_seeds
-from dawnbench_fast.runtime import autocast, resolve_device, set_deterministic, set_threads
+from dawnbench_fast.runtime import autocast, configure_process, resolve_device, set_deterministic
 from dawnbench_fast.task import Evaluation, Predict, Splits, StepLoss
 from dawnbench_fast.train import Phases, accuracy, batched
 from dawnbench_fast.train import loss_trajectory as loss_trajectory  # re-export: tests, scripts
@@ -399,7 +399,7 @@ def run_cli(a: argparse.Namespace) -> int:
     if a.show_config:
         print(cli.json_dumps(dataclasses.asdict(cfg)))
         return 0
-    set_threads(cfg.threads)
+    configure_process(cfg.threads)
     set_deterministic(cfg.deterministic)
     if cfg.deterministic and conv_cpu.wgrad_policy() == "auto":
         conv_cpu.set_wgrad_policy("frozen")  # the cached choice, else aten: never timed afresh
@@ -426,7 +426,7 @@ def conv_wgrad_methods(backend: str) -> dict[str, str]:
 
 
 def evaluate_cli(a: argparse.Namespace) -> int:
-    set_threads(a.threads)
+    configure_process(a.threads)
     device = resolve_device(a.device)
     model = load_model(a.path, device)
     cfg = Config(eval_subset=a.eval_subset, device=a.device)
