@@ -62,9 +62,9 @@ def keep_freed_memory() -> str:
     """Make glibc's malloc serve every allocation from its heap and keep what
     is freed, so that a training step's large activations reuse pages that are
     already mapped instead of being mmapped, page-faulted in and unmapped
-    again on every step (on a 2-core EPYC that cost ~18% of the CIFAR step:
-    4.71 s against 3.84 s at batch 2000, and a fresh 230 MB tensor took 73 ms
-    to zero against 10 ms; docs/PERFORMANCE.md). This is what the usual advice
+    again on every step (on a 2-core EPYC the CIFAR step at batch 2000 took
+    4.85-4.98 s with malloc's defaults against 3.58-3.72 s, and a fresh 230 MB
+    tensor 73 ms to zero against 10 ms; docs/PERFORMANCE.md). This is what the usual advice
     to preload jemalloc or TCMalloc for PyTorch CPU training buys, without a
     native dependency. The process keeps its peak footprint until it exits.
 
