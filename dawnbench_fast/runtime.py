@@ -67,6 +67,9 @@ def keep_freed_memory() -> str:
     tensor 73 ms to zero against 10 ms; docs/PERFORMANCE.md). This is what the usual advice
     to preload jemalloc or TCMalloc for PyTorch CPU training buys, without a
     native dependency. The process keeps its peak footprint until it exits.
+    The heap settles within a few steps, not at once: glibc 2.36's
+    posix_memalign (torch aligns to 64 bytes) asks for a little more than a
+    freed block of the same size holds, so the first steps still grow it.
 
     Returns what was done (also :func:`malloc_mode`, run.json's ``malloc``):
     ``"heap"``, or ``"system"`` (``DAWNBENCH_MALLOC=system`` asked to leave
