@@ -21,7 +21,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 
@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from dawnbench_fast import checkpoint, cli, dispatch
+from dawnbench_fast.cifar_recipe import RECIPES, CifarRecipe, apply_overrides, validate
 from dawnbench_fast.data import augment as aug
 from dawnbench_fast.data.cifar10 import Cifar10, DataError, load_cifar10
 from dawnbench_fast.data.cifar10_device import DeviceData, prepare_data
@@ -38,83 +39,19 @@ from dawnbench_fast.models import conv_cpu
 from dawnbench_fast.models.cifar_net import CifarNet, FoldedCifarNet
 from dawnbench_fast.optim.muon import Muon
 from dawnbench_fast.optim.schedule import set_linear_decay
-from dawnbench_fast.overrides import apply_overrides as _apply_overrides
-from dawnbench_fast.overrides import check, common_checks
 from dawnbench_fast.overrides import parse_value as parse_value  # re-export (older callers)
 from dawnbench_fast.runs import Recipe, profile_steps, run_seeds
 from dawnbench_fast.runtime import autocast, configure_process, resolve_device, set_deterministic
-from dawnbench_fast.task import Evaluation, Predict, Splits, StepLoss
+from dawnbench_fast.task import Evaluation, Predict, Splits, StepLoss, loop_epochs, steps_in
 from dawnbench_fast.train import Phases, accuracy, batched
 from dawnbench_fast.train import loss_trajectory as loss_trajectory  # re-export: tests, scripts
 from dawnbench_fast.tta import TTA_WEIGHTS, selective_tta_logits
-from dawnbench_fast.vocabulary import MODEL_ACTIVATIONS
 
 
 @dataclass
-class Config:
-    """The recipe: airbench94_muon's net, optimisers, data and schedule, plus
-    selective TTA (off in RECIPES["airbench94_muon"]). Progressive resolution
-    is a lever, off: it lost accuracy over two seeds (docs/PERFORMANCE.md)."""
-
-    # -- data --------------------------------------------------------------
-    subset: int = 0  # train on the first N training images (0 = all 50,000)
-    eval_subset: int = 0  # evaluate on the first N test images (0 = all 10,000)
-    translate: int = 2  # random translation, pixels (reflect padding, done once)
-    flip: bool = True  # alternating flip: random in epoch 0, inverted every other epoch
-    cutout: int = 0  # side of a zeroed square (0 = off; not needed for 94%)
-    # Progressive resolution: epoch e < len(progressive) trains on random
-    # progressive[e]-px crops of the augmented image (conv cost ~ pixels; the
-    # global max-pool head takes any size); later epochs on the full 32 px.
-    progressive: tuple[int, ...] = ()  # e.g. 24,24,24,24,24,24 with --epochs 10 (PERFORMANCE.md)
-    # -- model -------------------------------------------------------------
-    widths: tuple[int, int, int] = (64, 256, 256)
-    act: str = "gelu"
-    whiten_kernel: int = 2  # patch size of the frozen whitening conv
-    whiten_eps: float = 5e-4  # added to eigenvalues before 1/sqrt
-    whiten_images: int = 5000  # training images used for the patch covariance
-    whiten_bias_epochs: int = 3  # the whitening bias trains this long, then freezes
-    # -- optimisation --------------------------------------------------------
-    epochs: int = 8
-    batch_size: int = 2000
-    lr_filters: float = 0.24  # Muon, conv filters
-    muon_momentum: float = 0.6
-    ns_steps: int = 3  # Newton-Schulz iterations
-    lr_bias: float = 0.053  # Nesterov SGD, whitening and BN biases
-    lr_head: float = 0.67  # Nesterov SGD, linear head
-    sgd_momentum: float = 0.85
-    weight_decay: float = 2e-6  # per example: scaled by batch_size (summed loss)
-    label_smoothing: float = 0.2
-    # -- evaluation ----------------------------------------------------------
-    tta_level: int = 2  # 0: plain, 1: + mirror, 2: + mirror and +-1 px shifts (6 views)
-    # Selective TTA (hiverge): the other views only for images whose one-view
-    # top softmax probability is below this; 1.0 = every image gets all views.
-    # A per-image rule, so serving one image at a time does exactly the same.
-    tta_below: float = 0.6
-    # Every evaluation checked against the target or written to the TSV is on
-    # the clock (DAWNBench); by default only the final one is. Display-only
-    # evaluations are neither checked nor written, and timed apart.
-    eval_every: int = 0  # charged evaluations every N epochs (0: the final one only)
-    log_eval_tta: bool = False  # TTA also in those intermediate charged evaluations
-    show_every: int = 0  # display-only evaluations (one view) every N epochs (0: none)
-    eval_batch_size: int = 2000
-    target: float = 0.94
-    # -- execution -------------------------------------------------------------
-    seed: int = 0
-    device: str = "auto"  # auto, cpu, cuda, cuda:N
-    kernels: str = "auto"  # auto, torch, triton, cuda, cpu (DESIGN.md)
-    precision: str = "bf16"  # bf16 / fp16 autocast, or fp32
-    channels_last: bool = True
-    threads: int = 0  # CPU threads (0 = PyTorch's default)
-    deterministic: bool = False  # deterministic algorithms only, kernel choices frozen
-    data_dir: str | None = None
-    download: bool = True
-    extra: dict = field(default_factory=dict)  # free-form notes kept in run.json
-
-    def total_steps(self, n_train: int) -> int:
-        return self.epochs * self.steps_per_epoch(n_train)
-
-    def steps_per_epoch(self, n_train: int) -> int:
-        return max(1, n_train // self.batch_size)
+class Config(CifarRecipe):
+    """The recipe (every field: :class:`~dawnbench_fast.cifar_recipe.CifarRecipe`)
+    as the training loop runs it."""
 
     def build_task(self, device: torch.device) -> Trainer:
         """Validate, resolve the kernels, load and place the data, and return
@@ -125,31 +62,21 @@ class Config:
         return Trainer(cfg, data, device, backend)
 
 
-def apply_overrides(cfg: Config, pairs: list[str]) -> Config:
-    """``cfg`` with ``--set name=value`` pairs applied, then validated."""
-    return validate(_apply_overrides(cfg, pairs))
-
-
-def validate(cfg: Config) -> Config:
-    """``cfg`` itself, or a ConfigError naming the first bad field."""
-    check(cfg, [
-        *common_checks(cfg),
-        (cfg.tta_level in (0, 1, 2), "tta_level", "must be 0, 1 or 2"),
-        (0.0 < cfg.tta_below <= 1.0, "tta_below", "must be in (0, 1]"),
-        (len(cfg.widths) == 3 and min(cfg.widths) > 0, "widths", "needs three positive widths"),
-        (cfg.act in MODEL_ACTIVATIONS, "act",
-         f"must be {', '.join(MODEL_ACTIVATIONS[:-1])} or {MODEL_ACTIVATIONS[-1]}"),
-        (0 <= cfg.cutout <= 32 and 0 <= cfg.translate <= 8, "cutout/translate", "out of range"),
-    ])
-    return cfg
-
-
 # -- Model, optimisers, the training task ----------------------------------
 
 
+def net_of(cfg: Config) -> CifarNet:
+    """The net ``cfg`` describes, on the CPU, in PyTorch's default layout."""
+    model = CifarNet(widths=tuple(cfg.widths), whiten_kernel=cfg.whiten_kernel, act=cfg.act,
+                     whiten_act=cfg.whiten_act)
+    for m in model.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.momentum = 1.0 - cfg.bn_momentum  # PyTorch's momentum weighs the new statistic
+    return model
+
+
 def build_model(cfg: Config, device: torch.device, backend: str) -> CifarNet:
-    model = CifarNet(widths=cfg.widths, whiten_kernel=cfg.whiten_kernel, act=cfg.act)
-    model = model.to(device)
+    model = net_of(cfg).to(device)
     if cfg.channels_last:
         model = model.to(memory_format=torch.channels_last)
     return model.set_kernels(backend)
@@ -172,7 +99,8 @@ def build_optimizers(model: CifarNet, cfg: Config, whiten_bias_steps: int = 0,
     ]
     sgd = torch.optim.SGD(groups, momentum=cfg.sgd_momentum, nesterov=True)
     muon = Muon(filters, lr=cfg.lr_filters, momentum=cfg.muon_momentum, ns_steps=cfg.ns_steps,
-                orthogonalize=dispatch.get_op("newton_schulz", backend))
+                orthogonalize=dispatch.get_op("newton_schulz", backend),
+                weight_decay=cfg.muon_weight_decay * cfg.batch_size, norm_every=cfg.filter_norm_every)
     return [sgd, muon]
 
 
@@ -185,12 +113,12 @@ class Trainer:
         self.n_train = len(data.train_labels)
         self.batch = min(cfg.batch_size, self.n_train)
         self.steps_per_epoch = max(1, self.n_train // self.batch)
-        self.total_steps = cfg.epochs * self.steps_per_epoch
-        self.whiten_bias_steps = cfg.whiten_bias_epochs * self.steps_per_epoch
+        self.total_steps = steps_in(cfg.epochs, self.steps_per_epoch)
+        self.whiten_bias_steps = steps_in(cfg.whiten_bias_epochs, self.steps_per_epoch)
         self.augment = dispatch.get_op("augment", backend)
         # one epoch of each training resolution, for the warm-up (train.warm_up)
-        self.warm_up_epochs = first_epoch_of_each_side(cfg.progressive, cfg.epochs, data.padded.shape[1]
-                                                       - 2 * cfg.translate)
+        side = data.padded.shape[1] - 2 * cfg.translate
+        self.warm_up_epochs = first_epoch_of_each_side(cfg.progressive, loop_epochs(cfg.epochs), side)
         self.step = 0
         self.model: CifarNet | None = None
         self.splits = Splits(enabled=device.type == "cpu")
@@ -230,6 +158,8 @@ class Trainer:
             p = aug.augment_params(cfg.seed, epoch, idx, cfg.translate, cfg.flip, cfg.cutout)
             x = self.augment(self.data.padded, torch.from_numpy(idx), p, self.data.scale, self.data.shift)
             x = keyed_crop(x, epoch_side(cfg.progressive, epoch, x.shape[-1]), cfg.seed, epoch, i)
+            if cfg.brightness or cfg.contrast:
+                x = aug.color_jitter(x, cfg.seed, epoch, idx, cfg.brightness, cfg.contrast)
             self.splits.mark("augment")
             yield torch.from_numpy(idx).to(self.device), x
 
@@ -303,21 +233,10 @@ def save_model(model: CifarNet, cfg: Config, path: str | os.PathLike) -> None:
 
 def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> CifarNet:
     """Rebuild a net saved by ``--save-model`` (in eval mode)."""
-    return checkpoint.load(path, device, Config, what="CIFAR model", build=lambda cfg: CifarNet(
-        widths=tuple(cfg.widths), whiten_kernel=cfg.whiten_kernel, act=cfg.act))
+    return checkpoint.load(path, device, Config, what="CIFAR model", build=net_of)
 
 
 # -- Command line ----------------------------------------------------------
-
-# Named recipes: Config's field values that differ from the default recipe.
-# airbench94_muon switches off the levers this project adds to the published
-# recipe (docs/PERFORMANCE.md, "Recipe levers"), so each can be compared.
-RECIPES: dict[str, dict] = {
-    "dawnbench_fast": {},
-    "airbench94_muon": {"epochs": 8, "progressive": (), "tta_below": 1.0},
-    # the progressive schedule screened for issue 9 (seed 0: 94.08%, seed 1: 93.74%)
-    "progressive24": {"epochs": 10, "progressive": (24,) * 6},
-}
 
 PROG = "python -m dawnbench_fast.cifar"
 MODEL_NAME = "CifarNet-airbench94-muon-class"
@@ -344,8 +263,9 @@ def build_parser() -> argparse.ArgumentParser:
     cli.add_training_args(p, d)
     p.add_argument("--recipe", choices=sorted(RECIPES), default="dawnbench_fast",
                    help="named recipe: dawnbench_fast (ours), airbench94_muon (the published "
-                   "recipe: 6-view TTA on every image) or progressive24 (10 epochs, the first 6 "
-                   "on 24-px crops); --epochs and --set apply on top")
+                   "recipe: 6-view TTA on every image), progressive24 (10 epochs, the first 6 "
+                   "on 24-px crops) or hiverge (the 2025 record's values: 7.63 epochs at batch "
+                   "1536, SiLU, jitter); --epochs and --set apply on top")
     cli.add_execution_args(p, d)
     cli.add_report_args(p, out="runs/cifar10")
     return p
@@ -367,9 +287,11 @@ def build_eval_parser() -> argparse.ArgumentParser:
 def config_from_args(a: argparse.Namespace) -> Config:
     preset = {**RECIPES[a.recipe]}
     if a.epochs is not None:  # an explicit --epochs wins over the named recipe's
-        preset["epochs"] = a.epochs
+        preset["epochs"] = int(a.epochs) if float(a.epochs).is_integer() else a.epochs
+    if a.batch_size is not None:
+        preset["batch_size"] = a.batch_size
     cfg = Config(
-        **preset, subset=a.subset, eval_subset=a.eval_subset, batch_size=a.batch_size,
+        **preset, subset=a.subset, eval_subset=a.eval_subset,
         seed=a.seed, target=a.target, eval_every=a.eval_every, show_every=a.show_every, device=a.device,
         kernels=a.kernels, threads=a.threads, deterministic=a.deterministic, data_dir=a.data_dir,
         download=not a.no_download, extra={"recipe": a.recipe},

@@ -35,9 +35,10 @@ def add_training_args(p: argparse.ArgumentParser, d: Any) -> None:
     """--epochs, --batch-size, --seed, --runs, --target, --eval-every, --set,
     --show-config; defaults from the recipe's default config ``d``."""
     g = p.add_argument_group("training")
-    g.add_argument("--epochs", type=int, default=None,
+    g.add_argument("--epochs", type=float, default=None,
                    help=f"training epochs (default: the recipe's; {d.epochs} for the default recipe)")
-    g.add_argument("--batch-size", type=int, default=d.batch_size, help="training batch size")
+    g.add_argument("--batch-size", type=int, default=None,
+                   help=f"training batch size (default: the recipe's; {d.batch_size} for the default recipe)")
     g.add_argument("--seed", type=int, default=d.seed, help="seed of the (first) run")
     g.add_argument("--runs", type=int, default=1, metavar="N",
                    help="run seeds seed..seed+N-1 and report mean +- std")

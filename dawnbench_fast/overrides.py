@@ -20,8 +20,9 @@ class ConfigError(ValueError):
     """A bad configuration value, in one line naming the flag."""
 
 
-def parse_value(name: str, text: str, current: object) -> object:
-    """Parse ``--set name=text`` by the type of the field's current value."""
+def parse_value(name: str, text: str, current: object, declared: object = None) -> object:
+    """Parse ``--set name=text`` by the type of the field's current value (or
+    its ``declared`` type where that is float: ``epochs: float = 8``)."""
     if isinstance(current, bool):
         if text.lower() in ("1", "true", "yes", "on"):
             return True
@@ -29,6 +30,8 @@ def parse_value(name: str, text: str, current: object) -> object:
             return False
         raise ConfigError(f"--set {name}={text}: expected true or false")
     try:
+        if declared in (float, "float") and isinstance(current, int | float):
+            return float(text)
         if isinstance(current, int):
             return int(text)
         if isinstance(current, float):
@@ -47,14 +50,16 @@ def apply_overrides(cfg: C, pairs: Iterable[str], frozen: Iterable[str] = ("extr
     """``cfg`` with each ``name=value`` of ``pairs`` applied, in order. Fields in
     ``frozen`` (free-form ones such as notes) cannot be set. Not validated: the
     recipe's own check runs after."""
-    names = {f.name for f in dataclasses.fields(cfg)} - set(frozen)  # type: ignore[arg-type]
+    declared = {f.name: f.type for f in dataclasses.fields(cfg)}  # type: ignore[arg-type]
+    names = set(declared) - set(frozen)
     for pair in pairs:
         if "=" not in pair:
             raise ConfigError(f"--set {pair}: expected name=value")
         name, text = pair.split("=", 1)
         if name not in names:
             raise ConfigError(f"--set {name}: unknown field; known: {', '.join(sorted(names))}")
-        cfg = dataclasses.replace(cfg, **{name: parse_value(name, text, getattr(cfg, name))})  # type: ignore
+        value = parse_value(name, text, getattr(cfg, name), declared[name])
+        cfg = dataclasses.replace(cfg, **{name: value})  # type: ignore
     return cfg
 
 
@@ -79,7 +84,7 @@ def _named(cfg: Any, name: str) -> str:
 
 def check(cfg: Any, checks: Iterable[tuple[bool, str, str]]) -> None:
     """Raise ConfigError for the first failed ``(ok, field, why)``, naming the
-    flag (or ``--set``) and its value: ``--epochs 0: must be >= 1``."""
+    flag (or ``--set``) and its value: ``--epochs 0: must be > 0``."""
     for ok, name, why in checks:
         if not ok:
             raise ConfigError(f"{_named(cfg, name)}: {why}")
@@ -91,7 +96,7 @@ def common_checks(cfg: Any) -> list[tuple[bool, str, str]]:
     (precision, kernels, threads). A recipe adds its own and passes them all to
     :func:`check`. Written so that nan fails (comparisons with nan are false)."""
     return [
-        (cfg.epochs >= 1, "epochs", "must be >= 1"),
+        (cfg.epochs > 0, "epochs", "must be > 0"),
         (cfg.batch_size >= 1, "batch_size", "must be >= 1"),
         (cfg.subset >= 0, "subset", "must be >= 0 (0 = all images)"),
         (cfg.eval_subset >= 0, "eval_subset", "must be >= 0 (0 = all images)"),

@@ -7,6 +7,7 @@ state), and the small records they hand back.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -63,10 +64,21 @@ class Evaluation:
     note: str
 
 
+def loop_epochs(epochs: float) -> int:
+    """Epochs the loop runs for a recipe ``epochs`` long: a fractional length
+    (hiverge's 7.63) ends part-way through its last epoch."""
+    return math.ceil(round(epochs, 9))
+
+
+def steps_in(epochs: float, steps_per_epoch: int) -> int:
+    """Optimiser steps in ``epochs`` (fractional) epochs: whole steps, rounded up."""
+    return math.ceil(round(epochs * steps_per_epoch, 6))
+
+
 class LoopConfig(Protocol):
     """The fields of a recipe's config that the loop reads, and its task."""
 
-    epochs: int
+    epochs: float  # may be fractional: the last epoch stops at the task's total_steps
     eval_every: int  # charged evaluations every N epochs (0: the final one only)
     show_every: int  # display-only evaluations every N epochs, outside the clock (0: none)
     target: float
@@ -86,7 +98,8 @@ class Task(Protocol):
 
     cfg: LoopConfig
     device: torch.device
-    total_steps: int
+    steps_per_epoch: int
+    total_steps: int  # steps_in(cfg.epochs, steps_per_epoch)
     splits: Splits  # seconds per part of the step, for the report
 
     def init_model(self) -> None:

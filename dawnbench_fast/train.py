@@ -31,7 +31,7 @@ from typing import Any
 import nvtx
 import torch
 
-from dawnbench_fast.task import Evaluation, LoopConfig, Predict, StepLoss, Task
+from dawnbench_fast.task import Evaluation, LoopConfig, Predict, StepLoss, Task, loop_epochs
 
 NVTX_DOMAIN = "dawnbench"
 
@@ -203,10 +203,12 @@ def train_epoch(task: Task, epoch: int, progress: Any = None) -> None:
     device-side record of the first bad step is read every
     :data:`FINITE_CHECK_EVERY` steps, never a per-step synchronisation."""
     every = 1 if task.device.type == "cpu" else FINITE_CHECK_EVERY
-    first_step = epoch * (task.total_steps // max(1, task.cfg.epochs))
+    first_step = epoch * task.steps_per_epoch
     first_bad = torch.full((), -1, dtype=torch.int64, device=task.device)
     step = first_step
-    for step, batch in enumerate(task.epoch_batches(epoch), start=first_step):
+    # a fractional last epoch stops at total_steps (its later batches are never made)
+    batches = islice(task.epoch_batches(epoch), max(0, task.total_steps - first_step))
+    for step, batch in enumerate(batches, start=first_step):
         with nvtx.annotate("train_step", domain=NVTX_DOMAIN):
             loss = task.train_step(*batch)
         bad = ~torch.isfinite(loss.total)
@@ -269,11 +271,12 @@ def train(task: Task, phases: Phases, *, warm_up_task: Callable[[], Task] | None
         with phases.timed("warmup"):
             warm_up(warm_up_task())
     cfg = task.cfg
+    epochs = loop_epochs(cfg.epochs)
     bar = None
     if progress:
         from tqdm import tqdm
 
-        done = 0 if resume is None else resume.epochs_done * task.total_steps // max(1, cfg.epochs)
+        done = 0 if resume is None else min(task.total_steps, resume.epochs_done * task.steps_per_epoch)
         bar = tqdm(total=task.total_steps, initial=done, desc=f"seed {cfg.seed}", unit="step", leave=False)
     write = bar.write if bar is not None else (lambda line: print(line, flush=True))
 
@@ -284,15 +287,15 @@ def train(task: Task, phases: Phases, *, warm_up_task: Callable[[], Task] | None
         return ev.top1, ev.top5, ev.tta
 
     def on_row(row: EpochRow) -> None:  # after the eval phase closed: the clock includes it
-        write(eval_line(cfg.seed, row.epoch - 1, cfg.epochs, evaluations.pop(row.epoch - 1),
+        write(eval_line(cfg.seed, row.epoch - 1, epochs, evaluations.pop(row.epoch - 1),
                         row.clock_seconds))
 
     def show(epoch: int) -> None:
         ev = task.evaluate(tta=False)
-        write(eval_line(cfg.seed, epoch, cfg.epochs, ev, phases.clock, charged=False))
+        write(eval_line(cfg.seed, epoch, epochs, ev, phases.clock, charged=False))
 
     result = run_epochs(
-        epochs=cfg.epochs, init=task.init_model, train_epoch=lambda e: train_epoch(task, e, bar),
+        epochs=epochs, init=task.init_model, train_epoch=lambda e: train_epoch(task, e, bar),
         evaluate=charged, eval_every=cfg.eval_every, target=cfg.target, phases=phases,
         target_metric=target_metric, show=show, show_every=cfg.show_every, on_row=on_row,
         on_epoch_end=on_epoch_end, resume=resume,

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from dawnbench_fast.task import Evaluation, Splits, StepLoss
+from dawnbench_fast.task import Evaluation, Splits, StepLoss, steps_in
 
 
 class FakeTimer:
@@ -32,7 +32,7 @@ INIT_S, STEP_S, EVAL_S, TTA_EVAL_S, SHOW_S = 1.0, 2.0, 0.25, 0.5, 64.0
 
 @dataclass
 class FakeConfig:
-    epochs: int = 4
+    epochs: float = 4
     eval_every: int = 1
     show_every: int = 0
     target: float = 0.5
@@ -55,7 +55,8 @@ class FakeTask:
 
     def __init__(self, cfg: FakeConfig, device: torch.device):
         self.cfg, self.device = cfg, device
-        self.total_steps = cfg.epochs * cfg.steps_per_epoch
+        self.steps_per_epoch = cfg.steps_per_epoch
+        self.total_steps = steps_in(cfg.epochs, cfg.steps_per_epoch)
         self.splits = Splits(enabled=False)
         self.evals = 0
 

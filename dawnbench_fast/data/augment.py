@@ -27,7 +27,7 @@ _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX2 = np.uint64(0x94D049BB133111EB)
 
 # Independent random streams per image.
-STREAM_FLIP, STREAM_TRANSLATE, STREAM_CUTOUT = 0, 1, 2
+STREAM_FLIP, STREAM_TRANSLATE, STREAM_CUTOUT, STREAM_JITTER = 0, 1, 2, 3
 
 
 def keyed_bits(seed: int, epoch: int, indices: np.ndarray, stream: int) -> np.ndarray:
@@ -87,6 +87,21 @@ def augment_params(
     else:
         cx = cy = np.zeros(len(indices), dtype=np.int32)
     return AugmentParams(ox, oy, fl, cx, cy, cutout)
+
+
+def color_jitter(x: torch.Tensor, seed: int, epoch: int, indices: np.ndarray, brightness: float,
+                 contrast: float) -> torch.Tensor:
+    """hiverge's brightness/contrast jitter, in place on a normalised batch:
+    image i becomes ``(x_i + b_i) * c_i`` with ``b_i ~ U(-brightness, brightness)``
+    and ``c_i ~ 1 + U(-contrast, contrast)``, keyed by (seed, epoch, index)
+    like every other augmentation parameter."""
+    bits = keyed_bits(seed, epoch, indices, STREAM_JITTER)
+    # two independent uniforms in [-1, 1) from the high and low 24 bits
+    u = np.stack([(bits >> np.uint64(40)), bits & np.uint64(0xFFFFFF)]).astype(np.float64)
+    u = u / float(1 << 23) - 1.0
+    b = torch.from_numpy((brightness * u[0]).astype(np.float32)).to(x.device).view(-1, 1, 1, 1)
+    c = torch.from_numpy((1.0 + contrast * u[1]).astype(np.float32)).to(x.device).view(-1, 1, 1, 1)
+    return x.add_(b.to(x.dtype)).mul_(c.to(x.dtype))
 
 
 def normalisation(mean: tuple[float, ...], std: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:

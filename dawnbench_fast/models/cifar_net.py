@@ -23,13 +23,18 @@ class CifarNet(nn.Module):
         whiten_kernel: int = 2,
         act: str = "gelu",
         num_classes: int = 10,
+        whiten_act: str | None = None,
     ):
+        """``act`` after each conv of the groups; ``whiten_act`` after the
+        whitening conv (default: ``act``; hiverge keeps GELU there, SiLU in
+        the groups)."""
         super().__init__()
         self.whiten_kernel = whiten_kernel
         whiten_width = 2 * 3 * whiten_kernel**2  # eigenvectors and their negations
         self.whiten = nn.Conv2d(3, whiten_width, whiten_kernel, padding=0, bias=True)
         self.whiten.weight.requires_grad_(False)
         self.act = act
+        self.whiten_act = whiten_act or act
         chans = (whiten_width, *widths)
         self.groups = nn.ModuleList(
             ConvGroup(chans[i], chans[i + 1], act=act) for i in range(len(widths))
@@ -72,7 +77,7 @@ class CifarNet(nn.Module):
     def forward(self, x: torch.Tensor, whiten_bias_grad: bool = True) -> torch.Tensor:
         b = self.whiten.bias if whiten_bias_grad else self.whiten.bias.detach()
         x = F.conv2d(x, self.whiten.weight, b)
-        x = activation(self.act).fn(x)
+        x = activation(self.whiten_act).fn(x)
         for g in self.groups:
             x = g(x)
         x = F.max_pool2d(x, x.shape[-1])  # 3x3 -> 1x1 at 32 px input
@@ -129,7 +134,7 @@ class FoldedCifarNet(nn.Module):
     def __init__(self, model: CifarNet):
         super().__init__()
         self.whiten = model.whiten
-        self.act = model.act
+        self.act, self.whiten_act = model.act, model.whiten_act
         self.convs = nn.ModuleList()
         with torch.no_grad():
             for g in model.groups:
@@ -141,7 +146,7 @@ class FoldedCifarNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         act = activation(self.act).fn
-        x = act(self.whiten(x))
+        x = activation(self.whiten_act).fn(self.whiten(x))
         for i in range(0, len(self.convs), 2):
             x = act(F.max_pool2d(self.convs[i](x), 2))
             x = act(self.convs[i + 1](x))

@@ -2,8 +2,10 @@
 
 Used on the 4-D conv filters of the CIFAR net. Each step (a) renormalises the
 filter bank to Frobenius norm sqrt(out_channels), so that weight growth cannot
-shrink the effective learning rate, then (b) applies the orthogonalised
-Nesterov momentum.
+shrink the effective learning rate (every ``norm_every`` steps: hiverge's
+record does it every 8th), then (b) applies the orthogonalised Nesterov
+momentum, then (c) decays the filters by ``1 - lr * weight_decay`` (off by
+default, as in airbench94_muon).
 """
 
 from __future__ import annotations
@@ -28,10 +30,13 @@ class Muon(torch.optim.Optimizer):
         nesterov: bool = True,
         ns_steps: int = 3,
         orthogonalize: Callable[[torch.Tensor, int], torch.Tensor] = newton_schulz,
+        weight_decay: float = 0.0,
+        norm_every: int = 1,
     ):
         """``orthogonalize(g2d, steps)`` is the backend's Newton-Schulz
         (``dispatch.get_op("newton_schulz", backend)``)."""
-        super().__init__(params, dict(lr=lr, momentum=momentum, nesterov=nesterov, ns_steps=ns_steps))
+        super().__init__(params, dict(lr=lr, momentum=momentum, nesterov=nesterov, ns_steps=ns_steps,
+                                      weight_decay=weight_decay, norm_every=norm_every))
         self.orthogonalize = orthogonalize
 
     @torch.no_grad()
@@ -47,6 +52,10 @@ class Muon(torch.optim.Optimizer):
                 buf = state["momentum_buffer"]
                 buf.mul_(mom).add_(p.grad)
                 g = p.grad.add(buf, alpha=mom) if group["nesterov"] else buf
-                p.mul_(len(p) ** 0.5 / p.norm())
+                state["step"] = state.get("step", 0) + 1  # saved: a resumed run renormalises on time
+                if state["step"] % group.get("norm_every", 1) == 0:
+                    p.mul_(len(p) ** 0.5 / p.norm())
                 update = self.orthogonalize(g.reshape(len(g), -1), group["ns_steps"])
                 p.add_(update.view(g.shape).to(p.dtype), alpha=-lr)
+                if group.get("weight_decay", 0.0):
+                    p.mul_(1.0 - lr * group["weight_decay"])
