@@ -14,6 +14,7 @@ import pytest
 from cifar_data import cifar_dir
 
 from dawnbench_fast import cifar
+from dawnbench_fast.overrides import ConfigError
 
 SMOKE = ["--subset", "2000", "--epochs", "1", "--eval-subset", "500", "--latency-images", "20",
          "--no-progress", "--threads", "2"]
@@ -149,6 +150,20 @@ def test_set_overrides_fields():
     cfg = cifar.apply_overrides(cifar.Config(), ["lr_filters=0.2", "tta_level=0", "widths=8,16,32",
                                                  "flip=false"])
     assert (cfg.lr_filters, cfg.tta_level, cfg.widths, cfg.flip) == (0.2, 0, (8, 16, 32), False)
+    # epochs and whiten_bias_epochs are declared float (their defaults are whole numbers)
+    cfg = cifar.apply_overrides(cifar.Config(), ["epochs=7.63", "whiten_bias_epochs=0.19", "ns_steps=4"])
+    assert (cfg.epochs, cfg.whiten_bias_epochs, cfg.ns_steps) == (7.63, 0.19, 4)
+    with pytest.raises(ConfigError, match="--set ns_steps=4.5: expected int"):
+        cifar.apply_overrides(cifar.Config(), ["ns_steps=4.5"])
+
+
+def test_a_named_recipe_gives_its_values_and_flags_win_over_them():
+    a = cifar.build_parser().parse_args(["--recipe", "hiverge"])
+    assert (cifar.config_from_args(a).batch_size, cifar.config_from_args(a).epochs) == (1536, 7.63)
+    a = cifar.build_parser().parse_args(["--recipe", "hiverge", "--batch-size", "1000", "--epochs", "8"])
+    cfg = cifar.config_from_args(a)
+    assert (cfg.batch_size, cfg.epochs, type(cfg.epochs), cfg.act) == (1000, 8, int, "silu")
+    assert cifar.config_from_args(cifar.build_parser().parse_args([])).batch_size == 2000
 
 
 def test_show_config_prints_the_resolved_config():

@@ -210,3 +210,52 @@ def test_progressive_epochs_train_on_keyed_crops_of_the_full_batch():
     task.init_model()
     losses = [task.train_step(*next(task.epoch_batches(e))).total.item() for e in range(3)]
     assert all(0 < v < float("inf") for v in losses)
+
+
+@pytest.mark.parametrize("norm_every,weight_decay", [(1, 0.0), (3, 0.02)])
+def test_muon_renormalises_every_n_steps_and_decays(norm_every, weight_decay):
+    from dawnbench_fast.optim.muon import Muon
+
+    gen = torch.Generator().manual_seed(5)
+    shapes = [(8, 3, 3, 3), (5, 8, 3, 3)]  # 5 filters: not a multiple of anything
+    params = [torch.nn.Parameter(torch.randn(s, generator=gen)) for s in shapes]
+    ref = [p.detach().clone() for p in params]
+    bufs = [torch.zeros_like(p) for p in ref]
+    opt = Muon(params, lr=0.1, momentum=0.6, ns_steps=3, weight_decay=weight_decay, norm_every=norm_every)
+    for step in range(1, 8):
+        grads = [torch.randn(s, generator=gen) for s in shapes]
+        for p, g in zip(params, grads, strict=True):
+            p.grad = g.clone()
+        opt.step()
+        for k, g in enumerate(grads):  # the definition, written out
+            bufs[k] = bufs[k].mul(0.6).add(g)
+            nesterov = g.add(bufs[k], alpha=0.6)
+            if step % norm_every == 0:
+                ref[k] = ref[k] * (len(ref[k]) ** 0.5 / ref[k].norm())
+            ref[k] = ref[k].add(newton_schulz(nesterov.reshape(len(g), -1), 3).view(g.shape), alpha=-0.1)
+            ref[k] = ref[k] * (1 - 0.1 * weight_decay)
+        for p, r in zip(params, ref, strict=True):
+            torch.testing.assert_close(p.detach(), r, rtol=1e-5, atol=1e-5)
+    assert all(opt.state[p]["step"] == 7 for p in params)  # saved with the optimiser (resume)
+
+
+def test_recipe_fields_reach_the_net_and_the_hiverge_recipe_trains():
+    from cifar_data import cifar_dir
+
+    from dawnbench_fast.cifar import RECIPES, net_of
+
+    cfg = dataclasses.replace(Config(), **RECIPES["hiverge"])
+    net = net_of(cfg)
+    assert (net.act, net.whiten_act) == ("silu", "gelu")
+    momenta = [m.momentum for m in net.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    assert len(momenta) == 6 and momenta == pytest.approx([1 - 0.5566] * 6)
+    assert net_of(Config()).groups[0].norm1.momentum == pytest.approx(0.4)  # the recipe's 0.6 keep
+    # 1.5 epochs of 3 steps: 5 steps with jitter, SiLU, Muon decay, a 0.19-epoch whitening bias
+    small = dataclasses.replace(cfg, subset=384, batch_size=128, widths=(16, 32, 32), epochs=1.5,
+                                data_dir=str(cifar_dir()), download=False, kernels="torch",
+                                whiten_images=384)
+    task = small.build_task(torch.device("cpu"))
+    assert (task.total_steps, task.whiten_bias_steps) == (5, 1)
+    losses = loss_trajectory(small, 5)
+    assert len(losses) == 5 and all(0 < v < 5 for v in losses)
+    assert loss_trajectory(small, 2) == losses[:2]  # deterministic for a seed, jitter included

@@ -10,7 +10,7 @@ import torch
 
 from dawnbench_fast import bench, runs, train
 from dawnbench_fast.overrides import ConfigError
-from dawnbench_fast.task import StepLoss
+from dawnbench_fast.task import StepLoss, loop_epochs, steps_in
 from dawnbench_fast.train import Phases
 from tests.fake_task import EVAL_S, INIT_S, SHOW_S, STEP_S, TTA_EVAL_S, FakeConfig
 
@@ -119,3 +119,18 @@ def test_out_of_memory_is_one_line_with_a_smaller_batch():
     with pytest.raises(ConfigError, match=r"--batch-size 2000: out of CUDA memory .* try --batch-size 1000"):
         with runs.out_of_memory_hint(2000, torch.device("cuda:0")):
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+
+def test_a_fractional_length_stops_the_last_epoch_part_way():
+    # 2.5 epochs of 4 steps = 10 steps: the third epoch stops after its second
+    # step, and its evaluation is the final one (with TTA, on the clock)
+    cfg = FakeConfig(epochs=2.5, steps_per_epoch=4, eval_every=0, accuracies=(0.7,))
+    res, phases = run(cfg)
+    steps = [e for e in cfg.log if isinstance(e, tuple) and e[0] == "step"]
+    assert steps == [("step", e, i) for e in range(2) for i in range(4)] + [("step", 2, 0), ("step", 2, 1)]
+    assert [(r.epoch, r.tta) for r in res.rows] == [(3, True)]
+    assert phases.seconds == {"init": INIT_S, "train": 10 * STEP_S, "eval": TTA_EVAL_S}
+    assert res.tta_seconds == INIT_S + 10 * STEP_S + TTA_EVAL_S
+    assert loop_epochs(7.63) == 8 and loop_epochs(8) == 8
+    assert [steps_in(e, 32) for e in (7.63, 8, 0.19)] == [245, 256, 7]
+    assert steps_in(0.1 * 3, 10) == 3  # 0.30000000000000004 epochs: not 4 steps

@@ -232,3 +232,29 @@ def test_csrc_augment_raw_op_rejects_bad_indices_and_params():
     with pytest.raises(ValueError, match="params must be"):
         csrc_ops.augment_op(padded, torch.tensor([0, 1]), prm[:1], torch.ones(3), torch.zeros(3), 32,
                             0, torch.float32)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_color_jitter_is_keyed_per_image_and_in_range(dtype):
+    # hiverge's brightness/contrast jitter: (x + b_i) * c_i, b_i in [-0.14, 0.14),
+    # c_i in [0.87, 1.13), keyed by (seed, epoch, index) like every parameter
+    idx = np.arange(3000) * 7 + 5  # not a multiple of any batch size below
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(len(idx), 3, 5, 4, generator=gen).to(dtype).contiguous(memory_format=torch.channels_last)
+    out = A.color_jitter(x.clone(), 11, 3, idx, 0.14, 0.13)
+    assert out.is_contiguous(memory_format=torch.channels_last) and out.dtype == dtype
+    # recover each image's c and b by least squares over its pixels (bf16 rounds each pixel)
+    x32, o32 = x.float().flatten(1), out.float().flatten(1)
+    xc, oc = x32 - x32.mean(1, keepdim=True), o32 - o32.mean(1, keepdim=True)
+    c = (xc * oc).sum(1) / (xc * xc).sum(1)
+    b = o32.mean(1) / c - x32.mean(1)
+    tol = 0.05 if dtype == torch.bfloat16 else 1e-4
+    assert c.min() > 0.87 - tol and c.max() < 1.13 + tol and b.abs().max() < 0.14 + tol
+    assert c.std() > 0.06 and b.std() > 0.06  # spread over the range, not a constant
+    # batching does not change an image's jitter; another epoch or seed does
+    parts = [A.color_jitter(x[i : i + 512].clone(), 11, 3, idx[i : i + 512], 0.14, 0.13)
+             for i in range(0, len(idx), 512)]
+    torch.testing.assert_close(torch.cat(parts), out, rtol=0, atol=0)
+    assert (A.color_jitter(x.clone(), 11, 4, idx, 0.14, 0.13) != out).float().mean() > 0.9
+    assert (A.color_jitter(x.clone(), 12, 3, idx, 0.14, 0.13) != out).float().mean() > 0.9
+    torch.testing.assert_close(A.color_jitter(x.clone(), 11, 3, idx, 0.0, 0.0), x, rtol=0, atol=0)
