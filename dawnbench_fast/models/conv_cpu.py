@@ -93,11 +93,18 @@ def set_wgrad_policy(policy: str | None) -> None:
     _POLICY[:] = [] if policy is None else [policy]
 
 
-def wgrad_policy() -> str:
-    policy = _POLICY[0] if _POLICY else os.environ.get("DAWNBENCH_WGRAD", DEFAULT_METHOD) or DEFAULT_METHOD
+def _policy_asked() -> tuple[str, bool]:
+    """The policy in force and whether anyone asked for it (set_wgrad_policy or
+    DAWNBENCH_WGRAD) rather than getting the default."""
+    asked = _POLICY[0] if _POLICY else os.environ.get("DAWNBENCH_WGRAD", "")
+    policy = asked or DEFAULT_METHOD
     if policy not in POLICIES:
         raise ValueError(f"DAWNBENCH_WGRAD must be one of {', '.join(POLICIES)}, not {policy!r}")
-    return policy
+    return policy, bool(asked)
+
+
+def wgrad_policy() -> str:
+    return _policy_asked()[0]
 
 
 def cache_path() -> Path:
@@ -163,10 +170,9 @@ def choose_wgrad(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> str:
     key = (tuple(x.shape), tuple(w.shape), x.dtype)
     if key in _CHOICE:
         return _CHOICE[key]["method"]
-    policy = wgrad_policy()
+    policy, asked = _policy_asked()
     if policy in WGRAD_METHODS:
-        explicit = bool(_POLICY or os.environ.get("DAWNBENCH_WGRAD"))
-        _CHOICE[key] = {"method": policy, "source": "forced" if explicit else "default"}
+        _CHOICE[key] = {"method": policy, "source": "forced" if asked else "default"}
         return policy
     ckey = _cache_key(x, w)
     cached = _read_cache().get(ckey)
