@@ -11,6 +11,7 @@ import json
 import math
 import sys
 from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,8 @@ def add_report_args(p: argparse.ArgumentParser, out: str) -> None:
     """Where the DAWNBench files go and what they say; latency, saving, profiling."""
     g = p.add_argument_group("report")
     g.add_argument("--out", default=None, help="folder for the TSV, JSON, run.json and checkpoint "
-                   f"files; must be new or empty unless --overwrite (default: {out})")
+                   "files; must be new or empty unless --overwrite (default: a new folder "
+                   f"{out}/<UTC time>-seed<seed>)")
     p.set_defaults(default_out=out)
     g.add_argument("--resume", metavar="RUN_FOLDER", default=None,
                    help="go on with the run whose --out was RUN_FOLDER, from its last checkpoint "
@@ -121,9 +123,10 @@ def check_run_args(a: argparse.Namespace) -> None:
 
 def resolve_out(a: argparse.Namespace) -> None:
     """``a.out``: the ``--resume`` folder when resuming (it is the run's own
-    --out; naming another --out as well is an error), else --out or its default."""
+    --out; naming another --out as well is an error), else --out, else a new
+    folder under the default (:func:`fresh_out`)."""
     if a.resume is None:
-        a.out = a.out if a.out is not None else a.default_out
+        a.out = a.out if a.out is not None else str(fresh_out(Path(a.default_out), a.seed, a.runs))
         return
     if a.out is not None and Path(a.out).resolve() != Path(a.resume).resolve():
         raise ConfigError(f"--resume {a.resume} with --out {a.out}: a resumed run writes into its own "
@@ -134,6 +137,21 @@ def resolve_out(a: argparse.Namespace) -> None:
         raise ConfigError(f"--resume {a.resume}: no checkpoint there (the run stopped before its first "
                           "epoch ended?); start it again with --out")
     a.out = a.resume
+
+
+def fresh_out(parent: Path, seed: int, runs: int = 1, now: datetime | None = None) -> Path:
+    """A folder under ``parent`` that no run has used: ``<UTC time>-seed<seed>``
+    (``-seeds<first>-<last>`` with --runs N). A fixed default folder would be
+    refused by the second run of the same command (results are never replaced
+    by accident), so the default is new each time; a name already taken (two
+    runs in the same second) gets ``-2``, ``-3`` ..."""
+    stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
+    seeds = f"seed{seed}" if runs == 1 else f"seeds{seed}-{seed + runs - 1}"
+    path, k = parent / f"{stamp}-{seeds}", 1
+    while path.exists():
+        k += 1
+        path = parent / f"{stamp}-{seeds}-{k}"
+    return path
 
 
 def check_out_dir(path: Path, overwrite: bool, resuming: bool = False) -> None:
