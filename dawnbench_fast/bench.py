@@ -139,13 +139,14 @@ def submission_names(author: str, model: str, hardware_tag: str, framework: str)
 
 
 def train_json(*, author: str, email: str, model: str, hardware: str, cost_per_hour: float | None,
-               log_filename: str, misc: dict) -> dict:
+               log_filename: str, misc: dict, code_url: str | None = None) -> dict:
+    """DAWNBench's training JSON; ``code_url`` None is this project's URL."""
     return {
         "version": "v1.0",
         "author": author,
         "authorEmail": email,
         "framework": f"PyTorch {torch.__version__}",
-        "codeURL": CODE_URL,
+        "codeURL": code_url or CODE_URL,
         "model": model,
         "hardware": hardware,
         "costPerHour": cost_per_hour,

@@ -92,10 +92,16 @@ def add_report_args(p: argparse.ArgumentParser, out: str) -> None:
     g.add_argument("--latency-one-view", action="store_true",
                    help="also measure the one-view latency and accuracy (faster, lower accuracy), "
                    "reported labelled in the inference JSON's misc")
-    g.add_argument("--author", default="dawnbench_fast", help="author field and file-name prefix")
-    g.add_argument("--email", default="", help="authorEmail field")
+    g.add_argument("--author", default="dawnbench_fast",
+                   help="DAWNBench author field and file-name prefix")
+    g.add_argument("--email", default="", help="DAWNBench authorEmail field")
+    g.add_argument("--code-url", default=None, metavar="URL",
+                   help="DAWNBench codeURL field: where your code is (default: this project's URL)")
+    g.add_argument("--hardware", default=None, metavar="TEXT",
+                   help="DAWNBench hardware field, e.g. '1 x V100 (AWS p3.2xlarge)' (default: the "
+                   "GPU or CPU model as detected; run.json always keeps the detected one)")
     g.add_argument("--hardware-tag", default=None,
-                   help="hardware part of the file names (default: from the device)")
+                   help="hardware part of the file names (default: from --hardware, else the device)")
     g.add_argument("--save-model", metavar="PATH",
                    help="save the final weights (with --runs N: PATH gets _seedK)")
     g.add_argument("--profile-steps", type=int, default=0, metavar="N",

@@ -67,7 +67,7 @@ def run_seeds(recipe: Recipe, cfg: Any, a: argparse.Namespace, device: torch.dev
     With ``--resume`` a finished seed is read back, a checkpointed one goes on."""
     env = bench.environment(device, recipe.entry)
     hardware = env["hardware"]
-    tag = a.hardware_tag or bench.slug(hardware)
+    tag = a.hardware_tag or bench.slug(a.hardware or hardware)
     stem = bench.submission_names(a.author, recipe.model_name, tag, "pytorch")
     ctx = _Context(recipe, a, device, backend, data_load_s, env, stem, dispatch.op_table(backend))
     out = Path(a.out)
@@ -183,8 +183,8 @@ def write_outputs(ctx: _Context, cfg: Any, run_dir: Path, task: Task, result: Lo
     a, recipe = ctx.args, ctx.recipe
     misc = {**recipe.misc(cfg, ctx.backend), "versions": ctx.env["versions"], "git": ctx.env["git"]["sha"]}
     base = bench.train_json(author=a.author, email=a.email, model=recipe.model_name,
-                            hardware=ctx.env["hardware"], cost_per_hour=a.cost_per_hour,
-                            log_filename=f"{ctx.stem}.tsv", misc=misc)
+                            hardware=a.hardware or ctx.env["hardware"], cost_per_hour=a.cost_per_hour,
+                            log_filename=f"{ctx.stem}.tsv", misc=misc, code_url=a.code_url)
     inf_cost = bench.write_submission(
         run_dir, ctx.stem, base, result.rows, latency_ms=entry.latency_ms, inference_top1=entry.top1,
         cost_per_hour=a.cost_per_hour, inference_misc=entry.misc(cfg.target))

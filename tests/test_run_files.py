@@ -1,0 +1,69 @@
+"""The files a user keeps from a run (issue 13): the DAWNBench submission
+fields set from flags, the per-epoch JSON-lines log, the accuracy plot and
+the HTML report, and run.json's config read back by --config.
+
+One tiny run (500 images, narrow net, 2 epochs, an evaluation after each)
+in-process, shared by the tests of this module: a few seconds in all.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from cifar_data import cifar_dir
+
+from dawnbench_fast import bench, cifar, runtime
+
+TINY = ["--subset", "500", "--eval-subset", "200", "--epochs", "2", "--eval-every", "1",
+        "--batch-size", "250", "--set", "widths=16,32,32", "--set", "whiten_images=500",
+        "--latency-images", "10", "--no-progress", "--no-download", "--threads", "1"]
+SUBMISSION = ["--author", "Ada Lovelace", "--email", "ada@example.org",
+              "--code-url", "https://example.org/ada/cifar", "--hardware", "2 x Test CPU (lab box)"]
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> Iterator[Path]:
+    # One thread: on 2 cores shared with other work, two threads of a tiny net
+    # wait on each other (seconds a step); the tests after this one get theirs back.
+    threads = torch.get_num_threads()
+    out = tmp_path_factory.mktemp("tiny") / "run"
+    try:
+        code = cifar.main([*TINY, *SUBMISSION, "--data-dir", str(cifar_dir()), "--out", str(out)])
+    finally:
+        runtime.set_threads(threads)
+    assert code == 0
+    yield out
+
+
+def submission_files(out: Path) -> tuple[dict, dict, str]:
+    """(training JSON, inference JSON, file stem) of a run folder."""
+    (tsv,) = out.glob("*.tsv")
+    return (json.loads((out / f"{tsv.stem}.json").read_text()),
+            json.loads((out / f"{tsv.stem}_inference.json").read_text()), tsv.stem)
+
+
+def test_submission_fields_come_from_the_flags(tiny_run):
+    train, inference, stem = submission_files(tiny_run)
+    for entry in (train, inference):
+        assert entry["author"] == "Ada Lovelace"
+        assert entry["authorEmail"] == "ada@example.org"
+        assert entry["codeURL"] == "https://example.org/ada/cifar"
+        assert entry["hardware"] == "2 x Test CPU (lab box)"
+    # the file names follow DAWNBench's [author]_[model]_[hardware]_[framework]
+    assert stem == f"Ada-Lovelace_{cifar.MODEL_NAME}_2-x-Test-CPU-lab-box_pytorch"
+    assert train["logFilename"] == f"{stem}.tsv"
+    # run.json keeps the hardware as detected: what reproduces the run
+    run = json.loads((tiny_run / "run.json").read_text())
+    assert run["hardware"] != "2 x Test CPU (lab box)"
+
+
+def test_without_the_flags_the_fields_are_as_before():
+    base = bench.train_json(author="dawnbench_fast", email="", model="m", hardware="h",
+                            cost_per_hour=None, log_filename="x.tsv", misc={})
+    assert base["codeURL"] == bench.CODE_URL
+    a = cifar.build_parser().parse_args([])
+    assert (a.author, a.email, a.code_url, a.hardware) == ("dawnbench_fast", "", None, None)
