@@ -70,7 +70,7 @@ class CifarRecipe:
     # -- execution -------------------------------------------------------------
     seed: int = 0
     device: str = "auto"  # auto, cpu, cuda, cuda:N
-    kernels: str = "auto"  # auto, torch, triton, cuda, cpu (DESIGN.md)
+    kernels: str = "auto"  # auto, torch, triton, cuda, cpu (dispatch.py)
     precision: str = "bf16"  # bf16 / fp16 autocast, or fp32
     channels_last: bool = True
     threads: int = 0  # CPU threads (0 = PyTorch's default)

@@ -10,7 +10,7 @@ C++ kernels and their CPU build, models/conv_cpu.py); trainers resolve the
 user's choice once with :func:`resolve_backend`, look ops up with
 :func:`get_op`, and record :func:`op_table` in run.json.
 
-Rules (../shared/DESIGN.md):
+Rules (docs/ARCHITECTURE.md, "Design rules"):
 - ``torch``: the reference ops of the catalogue.
 - ``triton``: our Triton kernels (dawnbench_fast.kernels).
 - ``cuda``: our CUDA C++ kernels (built extension, else CuPy/NVRTC).

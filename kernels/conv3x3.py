@@ -4,7 +4,7 @@ GEMM view: M = output pixels, N = output channels, K = 9 taps x Cin, with the
 weight laid out as a (9*Cin) x Cout matrix so that both operand tiles are
 contiguous along K/N. Accumulation is fp32.
 
-Fusions (../shared/ANCHORS.md, "Kernels"):
+Fusions (docs/FACTS.md, "Kernel design"):
 - prologue (``PROLOGUE``): the previous batch norm's scale/shift and the
   activation are applied as the input tile is loaded; the zero padding is
   applied after the activation, as in the unfused graph (pad(act(bn(x)))).
