@@ -148,6 +148,12 @@ class Trainer:
         self.step = state["step"]
         torch.set_rng_state(state["torch_rng"])
 
+    def learning_rates(self) -> dict[str, float]:
+        """Each parameter group's current learning rate, by name (the epoch log)."""
+        sgd, muon = self.optimizers
+        groups = zip(("whiten_bias", "norm_biases", "head"), sgd.param_groups, strict=True)
+        return {"filters": muon.param_groups[0]["lr"], **{name: g["lr"] for name, g in groups}}
+
     def epoch_batches(self, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """(indices, augmented images) for each step of ``epoch``."""
         cfg = self.cfg

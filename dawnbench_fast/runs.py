@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from dawnbench_fast import bench, checkpoint, dispatch
+from dawnbench_fast import bench, checkpoint, dispatch, run_log
 from dawnbench_fast.machine import load_average
 from dawnbench_fast.overrides import ConfigError
 from dawnbench_fast.task import Task
@@ -167,13 +167,26 @@ def train_resumable(ctx: _Context, cfg: Any, run_dir: Path,
             saved["resumes"] + 1
         print(f"seed {cfg.seed}: resumed from {path} after epoch {resume.epochs_done}", flush=True)
 
+    # The log line goes out before the checkpoint: a kill between the two leaves
+    # a line the resumed run cuts back (run_log.EpochLog), never a gap.
+    sinks = run_log.sinks(run_dir, None if resume is None else resume.epochs_done)
+
     def save(result: LoopResult) -> None:
+        with phases.timed("epoch_log"):
+            record = run_log.epoch_record(cfg.seed, result, run_log.learning_rates(task), phases.clock,
+                                          time.time() - wall_start)
+            for sink in sinks:
+                sink.append(record)
         state = dict(config=config, task_state=task.state_dict(), loop=result.to_dict(),
                      phases=phases.seconds, wall_start=wall_start, resumes=resumes)
         with phases.timed("checkpoint"):
             checkpoint.save_run(path, **state)
 
-    result = train(task, phases, progress=not ctx.args.no_progress, on_epoch_end=save, resume=resume)
+    try:
+        result = train(task, phases, progress=not ctx.args.no_progress, on_epoch_end=save, resume=resume)
+    finally:
+        for sink in sinks:
+            sink.close()
     return task, result, {"resumed": resumes, "wall_seconds_since_start": time.time() - wall_start}
 
 

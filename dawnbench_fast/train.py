@@ -100,15 +100,21 @@ class LoopResult:
     tta_seconds: float | None = None  # time to target, None if never reached
     tta_epoch: int | None = None
     epochs_done: int = 0  # epochs trained so far (where a resumed run goes on)
+    # each epoch's mean training loss per example (None where the epoch did not say)
+    train_losses: list[float | None] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         """Plain data for a checkpoint."""
         return {"rows": [dataclasses.asdict(r) for r in self.rows], "tta_seconds": self.tta_seconds,
-                "tta_epoch": self.tta_epoch, "epochs_done": self.epochs_done}
+                "tta_epoch": self.tta_epoch, "epochs_done": self.epochs_done,
+                "train_losses": list(self.train_losses)}
 
     @classmethod
     def from_dict(cls, d: dict) -> LoopResult:
-        return cls([EpochRow(**r) for r in d["rows"]], d["tta_seconds"], d["tta_epoch"], d["epochs_done"])
+        # checkpoints written before train_losses existed: unknown for the epochs they hold
+        losses = d.get("train_losses", [None] * d["epochs_done"])
+        return cls([EpochRow(**r) for r in d["rows"]], d["tta_seconds"], d["tta_epoch"], d["epochs_done"],
+                   losses)
 
     @property
     def final(self) -> EpochRow:
@@ -124,7 +130,7 @@ def run_epochs(
     *,
     epochs: int,
     init: Callable[[], None],
-    train_epoch: Callable[[int], None],
+    train_epoch: Callable[[int], float | None],
     evaluate: Callable[[int, bool], tuple[float, float | None, bool]],
     eval_every: int,
     target: float,
@@ -137,6 +143,8 @@ def run_epochs(
     resume: LoopResult | None = None,
 ) -> LoopResult:
     """Run ``init`` then ``epochs`` epochs under the time-to-accuracy clock.
+    ``train_epoch(epoch)`` may return the epoch's mean training loss
+    (``LoopResult.train_losses``).
 
     ``evaluate(epoch, final)`` returns (top1, top5, used_tta); it is charged
     to the clock (phase ``eval``), its row is written and checked against
@@ -156,7 +164,7 @@ def run_epochs(
             init()
     for epoch in range(res.epochs_done, epochs):
         with phases.timed("train"):
-            train_epoch(epoch)
+            res.train_losses.append(train_epoch(epoch))
         if epoch == epochs - 1 or _due(epoch, eval_every):
             before = phases.seconds.get("eval", 0.0)
             with phases.timed("eval"):
@@ -195,8 +203,9 @@ class NonFiniteLoss(RuntimeError):
     """The training loss became nan or inf: the run diverged (one line, for the CLI)."""
 
 
-def train_epoch(task: Task, epoch: int, progress: Any = None) -> None:
-    """Every step of one epoch; each an nvtx range so Nsight names it.
+def train_epoch(task: Task, epoch: int, progress: Any = None) -> float | None:
+    """Every step of one epoch; each an nvtx range so Nsight names it. Returns
+    the epoch's mean training loss per example (None if it had no step).
 
     A nan or inf loss stops the run with the step number. The check reads the
     loss on the host every step on the CPU, where that is free; on a GPU a
@@ -206,6 +215,8 @@ def train_epoch(task: Task, epoch: int, progress: Any = None) -> None:
     first_step = epoch * task.steps_per_epoch
     first_bad = torch.full((), -1, dtype=torch.int64, device=task.device)
     step = first_step
+    # summed on the device and read once, with the divergence record: no sync per step
+    loss_sum, examples = torch.zeros((), device=task.device), 0
     # a fractional last epoch stops at total_steps (its later batches are never made)
     batches = islice(task.epoch_batches(epoch), max(0, task.total_steps - first_step))
     for step, batch in enumerate(batches, start=first_step):
@@ -213,12 +224,15 @@ def train_epoch(task: Task, epoch: int, progress: Any = None) -> None:
             loss = task.train_step(*batch)
         bad = ~torch.isfinite(loss.total)
         first_bad = torch.where(bad & (first_bad < 0), torch.full_like(first_bad, step), first_bad)
+        loss_sum += loss.total.detach().float()
+        examples += loss.examples
         if (step + 1) % every == 0:
             _raise_if_diverged(first_bad, loss)
         if progress is not None:
             progress.update(1)
             progress.set_postfix(epoch=epoch + 1, loss=f"{loss.per_example():.3f}")
     _raise_if_diverged(first_bad, None)
+    return loss_sum.item() / examples if examples else None
 
 
 # Steps between two reads of the device-side divergence record on a GPU.

@@ -16,7 +16,7 @@ import pytest
 import torch
 from cifar_data import cifar_dir
 
-from dawnbench_fast import bench, cifar, runtime
+from dawnbench_fast import bench, cifar, run_log, runtime
 
 TINY = ["--subset", "500", "--eval-subset", "200", "--epochs", "2", "--eval-every", "1",
         "--batch-size", "250", "--set", "widths=16,32,32", "--set", "whiten_images=500",
@@ -67,3 +67,20 @@ def test_without_the_flags_the_fields_are_as_before():
     assert base["codeURL"] == bench.CODE_URL
     a = cifar.build_parser().parse_args([])
     assert (a.author, a.email, a.code_url, a.hardware) == ("dawnbench_fast", "", None, None)
+
+
+def test_epoch_log_has_a_line_per_epoch(tiny_run):
+    lines = (tiny_run / run_log.LOG_NAME).read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    assert [r["epoch"] for r in records] == [1, 2]
+    rows = json.loads((tiny_run / "run.json").read_text())["result"]["epochs"]
+    for rec, row in zip(records, rows, strict=True):  # --eval-every 1: an evaluation each epoch
+        assert rec["seed"] == 0
+        assert rec["top1"] == row["top1"] and rec["tta"] == row["tta"]
+        assert rec["clock_seconds"] == pytest.approx(row["clock_seconds"])
+        assert rec["wall_seconds"] >= rec["clock_seconds"] * 0.99
+        assert 0 < rec["train_loss"] < 10
+        assert set(rec["lr"]) == {"filters", "whiten_bias", "norm_biases", "head"}
+    # the schedule decays linearly: the second epoch's rates are below the first's
+    assert all(records[1]["lr"][k] < records[0]["lr"][k] for k in records[0]["lr"])
+    assert records[0]["clock_seconds"] < records[1]["clock_seconds"]

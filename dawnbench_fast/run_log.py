@@ -1,0 +1,107 @@
+"""The per-epoch log of a run: one JSON object per line in ``epochs.jsonl``
+beside run.json, written as each epoch ends.
+
+Unlike the result files, which are written whole and atomically when the run
+ends, this log grows: each line is appended and flushed at its epoch's end,
+so a run killed at any moment keeps every finished epoch's line (a line cut
+by the kill is skipped when the log is read). With ``--resume`` the log is
+cut back to the checkpoint's epochs before it grows again, so a repeated
+epoch is not logged twice.
+
+Keys of a line (docs/RUN_JSON.md, "epochs.jsonl"): ``seed``, ``epoch``
+(1-based), ``train_loss`` (mean per example over the epoch), ``lr`` (each
+parameter group's learning rate at the epoch's last step), ``top1`` /
+``top5`` / ``tta`` of the charged evaluation at this epoch's end (null when
+none ran), ``clock_seconds`` (the time-to-accuracy clock so far) and
+``wall_seconds`` (since the run first started, interruptions included).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Protocol
+
+from dawnbench_fast import bench
+from dawnbench_fast.train import LoopResult
+
+LOG_NAME = "epochs.jsonl"
+
+
+def learning_rates(task: Any) -> dict[str, float]:
+    """The task's learning rates by parameter group: its own names where it
+    has ``learning_rates()``, else ``<optimizer><i>.<group>`` of its ``optimizers``."""
+    named = getattr(task, "learning_rates", None)
+    if callable(named):
+        return named()
+    return {f"{type(opt).__name__.lower()}{i}.{j}": group["lr"]
+            for i, opt in enumerate(getattr(task, "optimizers", ()))
+            for j, group in enumerate(opt.param_groups)}
+
+
+def epoch_record(seed: int, result: LoopResult, lrs: dict[str, float], clock: float,
+                 wall: float) -> dict:
+    """The line of the epoch ``result`` has just finished."""
+    epoch = result.epochs_done
+    row = result.rows[-1] if result.rows and result.rows[-1].epoch == epoch else None
+    loss = result.train_losses[epoch - 1] if len(result.train_losses) >= epoch else None
+    return {"seed": seed, "epoch": epoch,
+            # json writes nan as NaN, which strict readers refuse: a diverged loss is null
+            "train_loss": loss if loss is not None and math.isfinite(loss) else None,
+            "lr": {k: float(v) for k, v in lrs.items()},
+            "top1": None if row is None else row.top1, "top5": None if row is None else row.top5,
+            "tta": None if row is None else row.tta,
+            "clock_seconds": clock, "wall_seconds": wall}
+
+
+def read_log(path: Path) -> list[dict]:
+    """The lines of a log; a line cut short by a kill (no closing newline or
+    not JSON) is skipped. An absent log has no lines."""
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text().splitlines(keepends=True):
+        if not line.endswith("\n"):
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
+
+
+class Sink(Protocol):
+    def append(self, record: dict) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class EpochLog:
+    """``epochs.jsonl``: appended and flushed line by line. A new run starts
+    it afresh at its first line (an --overwrite'd folder's old log goes then,
+    and a run that fails before its first epoch creates nothing);
+    ``resume_epochs`` keeps the lines of the epochs a checkpoint holds."""
+
+    def __init__(self, path: Path, resume_epochs: int | None = None):
+        self.path = path
+        self.mode = "w"
+        if resume_epochs is not None:
+            kept = [r for r in read_log(path) if r.get("epoch", 0) <= resume_epochs]
+            bench.write_text(path, "".join(json.dumps(r) + "\n" for r in kept))
+            self.mode = "a"
+
+    def append(self, record: dict) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open(self.mode) as f:
+            f.write(json.dumps(record) + "\n")
+            f.flush()
+        self.mode = "a"
+
+    def close(self) -> None:
+        pass
+
+
+def sinks(run_dir: Path, resume_epochs: int | None) -> list[Sink]:
+    """Where a run's epoch records go: the JSON-lines log."""
+    return [EpochLog(run_dir / LOG_NAME, resume_epochs)]
