@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from dawnbench_fast import bench, checkpoint, dispatch, run_log
+from dawnbench_fast import bench, checkpoint, dispatch, run_log, run_report
 from dawnbench_fast.machine import load_average
 from dawnbench_fast.overrides import ConfigError
 from dawnbench_fast.task import Task
@@ -89,6 +89,9 @@ def run_seeds(recipe: Recipe, cfg: Any, a: argparse.Namespace, device: torch.dev
     print(bench.report_text(summaries, cfg, a.cost_per_hour, hardware, backend, recipe.dataset))
     if a.runs > 1:
         bench.write_json(out / "summary.json", {"config": dataclasses.asdict(cfg), "runs": summaries})
+        seeds = range(cfg.seed, cfg.seed + a.runs)
+        run_report.write_report(out, [out / f"seed{s}" for s in seeds],
+                                f"DAWNBench {recipe.dataset} report: seeds {seeds[0]}-{seeds[-1]}")
     print(f"reports written to {out}/")
     return 0
 
@@ -133,6 +136,7 @@ def run_one(ctx: _Context, cfg: Any, run_dir: Path) -> dict:
         env={**ctx.env, "loadavg": {"before": load_before, "after": load_average()}},
         config=dataclasses.asdict(cfg), backend=ctx.backend, ops=ctx.ops, data=ctx.recipe.data,
         result=summary))
+    run_report.write_report(run_dir, [run_dir], f"DAWNBench {ctx.recipe.dataset} report: seed {cfg.seed}")
     if a.save_model:
         path = Path(a.save_model)
         if a.runs > 1:

@@ -8,6 +8,7 @@ in-process, shared by the tests of this module: a few seconds in all.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 import torch
 from cifar_data import cifar_dir
 
-from dawnbench_fast import bench, cifar, run_log, runtime
+from dawnbench_fast import bench, cifar, run_log, run_report, runtime
 
 TINY = ["--subset", "500", "--eval-subset", "200", "--epochs", "2", "--eval-every", "1",
         "--batch-size", "250", "--set", "widths=16,32,32", "--set", "whiten_images=500",
@@ -84,3 +85,21 @@ def test_epoch_log_has_a_line_per_epoch(tiny_run):
     # the schedule decays linearly: the second epoch's rates are below the first's
     assert all(records[1]["lr"][k] < records[0]["lr"][k] for k in records[0]["lr"])
     assert records[0]["clock_seconds"] < records[1]["clock_seconds"]
+
+
+def test_plot_and_html_report_are_written(tiny_run):
+    png = (tiny_run / run_report.PLOT_NAME).read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    page = (tiny_run / run_report.HTML_NAME).read_text()
+    assert base64.b64encode(png).decode() in page  # the plot inline: the page stands alone
+    assert "<script" not in page and 'src="http' not in page
+    run = json.loads((tiny_run / "run.json").read_text())
+    # the per-epoch table: a row per epoch with its accuracy, clock and learning rates
+    for rec, row in zip(run_log.read_log(tiny_run / run_log.LOG_NAME), run["result"]["epochs"], strict=True):
+        assert f"<td>{rec['epoch']}</td><td>{rec['train_loss']:.4f}</td><td>{rec['lr']['filters']:.4g}</td>" \
+            in page
+        assert f"<td>{100 * row['top1']:.2f}</td>" in page
+        assert f"<td>{row['clock_seconds']:.2f}</td>" in page
+    assert "lr filters" in page and "top-1 %" in page
+    assert "&quot;" not in page.split("<h2>Config</h2>")[1]  # the config is readable JSON
+    assert '"whiten_images": 500' in page
