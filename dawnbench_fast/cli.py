@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from dawnbench_fast import dispatch
+from dawnbench_fast import dispatch, tensorboard_log
 from dawnbench_fast.overrides import ConfigError
 from dawnbench_fast.train import NonFiniteLoss
 
@@ -102,6 +102,9 @@ def add_report_args(p: argparse.ArgumentParser, out: str) -> None:
                    "GPU or CPU model as detected; run.json always keeps the detected one)")
     g.add_argument("--hardware-tag", default=None,
                    help="hardware part of the file names (default: from --hardware, else the device)")
+    g.add_argument("--tensorboard", action="store_true",
+                   help="also log each epoch's loss, learning rates, accuracy and clock as TensorBoard "
+                   "scalars in OUT/tensorboard (needs the tensorboard package)")
     g.add_argument("--save-model", metavar="PATH",
                    help="save the final weights (with --runs N: PATH gets _seedK)")
     g.add_argument("--profile-steps", type=int, default=0, metavar="N",
@@ -125,6 +128,8 @@ def check_run_args(a: argparse.Namespace) -> None:
         check_out_dir(Path(a.out), a.overwrite, resuming=bool(a.resume))
         if a.save_model:
             check_save_model(Path(a.save_model), a.runs, a.overwrite)
+        if a.tensorboard:
+            tensorboard_log.check_available()
 
 
 def resolve_out(a: argparse.Namespace) -> None:

@@ -1,5 +1,6 @@
 """The per-epoch log of a run: one JSON object per line in ``epochs.jsonl``
-beside run.json, written as each epoch ends.
+beside run.json (and, with ``--tensorboard``, the same figures as TensorBoard
+scalars: dawnbench_fast.tensorboard_log), written as each epoch ends.
 
 Unlike the result files, which are written whole and atomically when the run
 ends, this log grows: each line is appended and flushed at its epoch's end,
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from dawnbench_fast import bench
+from dawnbench_fast.tensorboard_log import TENSORBOARD_DIR, TensorBoardLog
 from dawnbench_fast.train import LoopResult
 
 LOG_NAME = "epochs.jsonl"
@@ -102,6 +104,9 @@ class EpochLog:
         pass
 
 
-def sinks(run_dir: Path, resume_epochs: int | None) -> list[Sink]:
-    """Where a run's epoch records go: the JSON-lines log."""
-    return [EpochLog(run_dir / LOG_NAME, resume_epochs)]
+def sinks(run_dir: Path, resume_epochs: int | None, tensorboard: bool = False) -> list[Sink]:
+    """Where a run's epoch records go: the JSON-lines log, and TensorBoard if asked."""
+    out: list[Sink] = [EpochLog(run_dir / LOG_NAME, resume_epochs)]
+    if tensorboard:
+        out.append(TensorBoardLog(run_dir / TENSORBOARD_DIR, resume_epochs))
+    return out

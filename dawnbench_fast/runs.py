@@ -173,7 +173,8 @@ def train_resumable(ctx: _Context, cfg: Any, run_dir: Path,
 
     # The log line goes out before the checkpoint: a kill between the two leaves
     # a line the resumed run cuts back (run_log.EpochLog), never a gap.
-    sinks = run_log.sinks(run_dir, None if resume is None else resume.epochs_done)
+    sinks = run_log.sinks(run_dir, None if resume is None else resume.epochs_done,
+                          tensorboard=ctx.args.tensorboard)
 
     def save(result: LoopResult) -> None:
         with phases.timed("epoch_log"):

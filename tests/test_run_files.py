@@ -3,16 +3,19 @@ fields set from flags, the per-epoch JSON-lines log, the accuracy plot and
 the HTML report, and run.json's config read back by --config.
 
 One tiny run (500 images, narrow net, 2 epochs, an evaluation after each)
-in-process, shared by the tests of this module: a few seconds in all.
+in-process, shared by the tests of this module: a few seconds in all. It
+runs with --tensorboard and a stand-in writer (tests/fake_tensorboard.py).
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import fake_tensorboard
 import pytest
 import torch
 from cifar_data import cifar_dir
@@ -32,10 +35,13 @@ def tiny_run(tmp_path_factory) -> Iterator[Path]:
     # wait on each other (seconds a step); the tests after this one get theirs back.
     threads = torch.get_num_threads()
     out = tmp_path_factory.mktemp("tiny") / "run"
-    try:
-        code = cifar.main([*TINY, *SUBMISSION, "--data-dir", str(cifar_dir()), "--out", str(out)])
-    finally:
-        runtime.set_threads(threads)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(sys.modules, "torch.utils.tensorboard", fake_tensorboard.module())
+        try:
+            code = cifar.main([*TINY, *SUBMISSION, "--data-dir", str(cifar_dir()), "--out", str(out),
+                               "--tensorboard"])
+        finally:
+            runtime.set_threads(threads)
     assert code == 0
     yield out
 
@@ -103,3 +109,12 @@ def test_plot_and_html_report_are_written(tiny_run):
     assert "lr filters" in page and "top-1 %" in page
     assert "&quot;" not in page.split("<h2>Config</h2>")[1]  # the config is readable JSON
     assert '"whiten_images": 500' in page
+
+
+def test_tensorboard_gets_the_log_lines(tiny_run):
+    (writer,) = fake_tensorboard.WRITERS
+    assert writer.log_dir == str(tiny_run / "tensorboard") and writer.closed
+    for rec in run_log.read_log(tiny_run / run_log.LOG_NAME):
+        assert ("test/top1", rec["top1"], rec["epoch"]) in writer.scalars
+        assert ("train/loss", rec["train_loss"], rec["epoch"]) in writer.scalars
+        assert ("lr/filters", rec["lr"]["filters"], rec["epoch"]) in writer.scalars
