@@ -29,7 +29,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from dawnbench_fast import checkpoint, cli, dispatch
+from dawnbench_fast import checkpoint, cli, config_file, dispatch
 from dawnbench_fast.cifar_recipe import RECIPES, CifarRecipe, apply_overrides, validate
 from dawnbench_fast.data import augment as aug
 from dawnbench_fast.data.cifar10 import Cifar10, DataError, load_cifar10
@@ -39,6 +39,7 @@ from dawnbench_fast.models import conv_cpu
 from dawnbench_fast.models.cifar_net import CifarNet, FoldedCifarNet
 from dawnbench_fast.optim.muon import Muon
 from dawnbench_fast.optim.schedule import set_linear_decay
+from dawnbench_fast.overrides import ConfigError
 from dawnbench_fast.overrides import parse_value as parse_value  # re-export (older callers)
 from dawnbench_fast.runs import Recipe, profile_steps, run_seeds
 from dawnbench_fast.runtime import autocast, configure_process, resolve_device, set_deterministic
@@ -291,6 +292,8 @@ def build_eval_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(a: argparse.Namespace) -> Config:
+    if a.config is not None:
+        return apply_overrides(config_from_file(a), a.set)
     preset = {**RECIPES[a.recipe]}
     if a.epochs is not None:  # an explicit --epochs wins over the named recipe's
         preset["epochs"] = int(a.epochs) if float(a.epochs).is_integer() else a.epochs
@@ -303,6 +306,19 @@ def config_from_args(a: argparse.Namespace) -> Config:
         download=not a.no_download, extra={"recipe": a.recipe},
     )
     return apply_overrides(cfg, a.set)
+
+
+def config_from_file(a: argparse.Namespace) -> Config:
+    """``--config FILE``'s config, then the flags given beside it (not --set)."""
+    if "recipe" in getattr(a, "given", set()):
+        raise ConfigError(f"--config {a.config} with --recipe: the file holds a whole recipe; drop "
+                          "--recipe (change fields with --set)")
+    cfg = Config(**config_file.read_config(a.config, Config))
+    try:
+        validate(cfg)
+    except ConfigError as e:
+        raise config_file.in_file(a.config, e) from None
+    return dataclasses.replace(cfg, **config_file.fields_from_flags(a))
 
 
 def recipe(ds: Cifar10, data: DeviceData, device: torch.device, backend: str) -> Recipe:
@@ -371,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "evaluate":
         return cli.guarded(PROG, lambda: evaluate_cli(build_eval_parser().parse_args(argv[1:])), ERRORS)
-    return cli.guarded(PROG, lambda: run_cli(build_parser().parse_args(argv)), ERRORS)
+    return cli.guarded(PROG, lambda: run_cli(config_file.parse_args(build_parser(), argv)), ERRORS)
 
 
 if __name__ == "__main__":

@@ -53,6 +53,9 @@ def add_training_args(p: argparse.ArgumentParser, d: Any) -> None:
     g.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="override any recipe field (see --show-config), e.g. --set lr_filters=0.2")
     g.add_argument("--show-config", action="store_true", help="print the resolved config and exit")
+    g.add_argument("--config", metavar="FILE", default=None,
+                   help="start from the config in FILE: what --show-config printed, or a run's run.json "
+                   "(its config), to rerun it exactly; flags given beside it override it, --set last")
 
 
 def add_execution_args(p: argparse.ArgumentParser, d: Any) -> None:

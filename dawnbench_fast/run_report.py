@@ -172,8 +172,8 @@ evaluation) at the first evaluation that reached the target. The starred point m
 <h2>Per epoch</h2>
 {epochs}
 <h2>Config</h2>
-{"<p>Seed " + str(first["result"]["seed"]) + "'s; the other runs differ only in their seed.</p>"
-  if len(runs) > 1 else ""}
+<p>{"Seed " + str(first["result"]["seed"]) + "'s; the other runs differ only in their seed. "
+    if len(runs) > 1 else ""}<code>--config run.json</code> (the run folder's) reruns it.</p>
 <pre>{e(json.dumps(first["config"], indent=2), quote=False)}</pre>
 </body></html>
 """

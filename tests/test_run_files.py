@@ -118,3 +118,11 @@ def test_tensorboard_gets_the_log_lines(tiny_run):
         assert ("test/top1", rec["top1"], rec["epoch"]) in writer.scalars
         assert ("train/loss", rec["train_loss"], rec["epoch"]) in writer.scalars
         assert ("lr/filters", rec["lr"]["filters"], rec["epoch"]) in writer.scalars
+
+
+def test_config_from_run_json_is_the_same_config(tiny_run, capsys):
+    recorded = json.loads((tiny_run / "run.json").read_text())["config"]
+    capsys.readouterr()
+    assert cifar.main(["--config", str(tiny_run / "run.json"), "--show-config"]) == 0
+    assert json.loads(capsys.readouterr().out) == recorded
+    assert recorded["widths"] == [16, 32, 32] and recorded["subset"] == 500  # not the defaults
