@@ -33,6 +33,9 @@ def test_show_config_output_comes_back_the_same(tmp_path, capsys):
     assert (cfg["seed"], cfg["epochs"], cfg["batch_size"], cfg["act"]) == (3, 5, 1536, "silu")
     assert cfg["widths"] == [32, 64, 64] and cfg["progressive"] == [24, 24]
     assert cfg["extra"] == {"recipe": "hiverge"} and cfg["download"] is False
+    # the same object, not only the same JSON: tuples are tuples again, ints stay ints
+    a = config_file.parse_args(cifar.build_parser(), ["--config", str(tmp_path / "cfg.json")])
+    assert cifar.config_from_args(a) == cifar.config_from_args(cifar.build_parser().parse_args(RECIPE))
 
 
 def test_flags_given_beside_the_file_override_it(tmp_path, capsys):
