@@ -20,17 +20,45 @@ numba plus the reference in their place would be a silent fallback.
 
 from __future__ import annotations
 
+import platform
+
 import torch
 
 from dawnbench_fast import dispatch
 from dawnbench_fast.csrc import native, ops, pool_bn_act  # noqa: F401 - gives bn_act .pooled
+from dawnbench_fast.machine import cpu_flags
+
+_AVX512 = ("avx512f", "avx512bw", "avx512vl")  # what cpu_vec.h's DBF_VEC forms need
+
+
+def build_isa_reason(vectorised: bool, flags: set[str], machine: str) -> str | None:
+    """None if a C++ build whose AVX-512 loops are ``vectorised`` (or not) can
+    run on a CPU with these /proc/cpuinfo ``flags``, else why not (one line).
+
+    The build is made with -march=native, so a mismatch means a module built
+    on another machine (a shared cache or installed tree): its AVX-512
+    instructions would kill the process with SIGILL on the first kernel call,
+    so the backend is refused and ``auto`` takes torch. ATEN_CPU_CAPABILITY
+    does not enter: it narrows ATen's kernels only, and ours run on the CPU's
+    real AVX-512 as fast as before (their numerics do not depend on it).
+    Unknown flags (no /proc/cpuinfo) are not held against the build."""
+    if not vectorised or machine.lower() not in ("x86_64", "amd64") or not flags:
+        return None
+    missing = [f for f in _AVX512 if f not in flags]
+    if not missing:
+        return None
+    return (f"dawnbench_fast._C was built with AVX-512 but this CPU lacks {', '.join(missing)} (a build "
+            "from another machine?); rebuild it here with `pip install -e .`")
 
 
 def probe(device: torch.device) -> str | None:
     """dispatch probe of backend ``cpu``: None if usable, else one line."""
     if device.type != "cpu":
         return f"the cpu kernels run on the CPU, not on {device}; use --device cpu"
-    return native.unavailable_reason()  # looked up now, so tests can simulate a missing build
+    reason = native.unavailable_reason()  # looked up now, so tests can simulate a missing build
+    if reason is not None:
+        return reason
+    return build_isa_reason(native.load().nhwc_kernels_vectorised(), cpu_flags(), platform.machine())
 
 
 dispatch.register_probe("cpu", probe)

@@ -41,6 +41,7 @@ from dawnbench_fast.optim.muon import Muon
 from dawnbench_fast.optim.schedule import set_linear_decay
 from dawnbench_fast.overrides import ConfigError
 from dawnbench_fast.overrides import parse_value as parse_value  # re-export (older callers)
+from dawnbench_fast.precision import with_resolved_precision
 from dawnbench_fast.runs import Recipe, profile_steps, run_seeds
 from dawnbench_fast.runtime import autocast, configure_process, resolve_device, set_deterministic
 from dawnbench_fast.task import Evaluation, Predict, Splits, StepLoss, loop_epochs, steps_in
@@ -57,7 +58,7 @@ class Config(CifarRecipe):
     def build_task(self, device: torch.device) -> Trainer:
         """Validate, resolve the kernels, load and place the data, and return
         the task (train.loss_trajectory runs any recipe through this)."""
-        cfg = validate(self)
+        cfg, _ = with_resolved_precision(validate(self), device)
         backend = dispatch.resolve_backend(cfg.kernels, device)
         data = prepare_data(load_cifar10(cfg.data_dir, cfg.download), cfg, device)
         return Trainer(cfg, data, device, backend)
@@ -299,6 +300,8 @@ def config_from_args(a: argparse.Namespace) -> Config:
         preset["epochs"] = int(a.epochs) if float(a.epochs).is_integer() else a.epochs
     if a.batch_size is not None:
         preset["batch_size"] = a.batch_size
+    if a.precision is not None:
+        preset["precision"] = a.precision
     cfg = Config(
         **preset, subset=a.subset, eval_subset=a.eval_subset,
         seed=a.seed, target=a.target, eval_every=a.eval_every, show_every=a.show_every, device=a.device,
@@ -348,6 +351,9 @@ def run_cli(a: argparse.Namespace) -> int:
     if cfg.deterministic and conv_cpu.wgrad_policy() == "auto":
         conv_cpu.set_wgrad_policy("frozen")  # the cached choice, else aten: never timed afresh
     device = resolve_device(cfg.device)
+    cfg, choice = with_resolved_precision(cfg, device)
+    if choice.requested == "auto" and choice.precision == "fp32":
+        print(f"note: precision fp32 ({choice.why})", file=sys.stderr)
     backend = dispatch.resolve_backend(cfg.kernels, device)
     phases = Phases(device)
     with phases.timed("data_load"):
@@ -373,7 +379,7 @@ def evaluate_cli(a: argparse.Namespace) -> int:
     configure_process(a.threads)
     device = resolve_device(a.device)
     model = load_model(a.path, device)
-    cfg = Config(eval_subset=a.eval_subset, device=a.device)
+    cfg, _ = with_resolved_precision(Config(eval_subset=a.eval_subset, device=a.device), device)
     ds = load_cifar10(a.data_dir, not a.no_download)
     data = prepare_data(ds, cfg, device)
     model = model.to(memory_format=torch.channels_last)

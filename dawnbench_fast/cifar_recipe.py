@@ -71,7 +71,9 @@ class CifarRecipe:
     seed: int = 0
     device: str = "auto"  # auto, cpu, cuda, cuda:N
     kernels: str = "auto"  # auto, torch, triton, cuda, cpu (dispatch.py)
-    precision: str = "bf16"  # bf16 / fp16 autocast, or fp32
+    # bf16 / fp16 autocast, fp32, or auto: bf16 where the CPU computes it natively
+    # (AVX-512 BF16, AMX, ARM BF16), else fp32 (dawnbench_fast/precision.py)
+    precision: str = "auto"
     channels_last: bool = True
     threads: int = 0  # CPU threads (0 = PyTorch's default)
     deterministic: bool = False  # deterministic algorithms only, kernel choices frozen

@@ -17,6 +17,7 @@ from typing import Any
 
 from dawnbench_fast import dispatch, tensorboard_log
 from dawnbench_fast.overrides import ConfigError
+from dawnbench_fast.precision import PRECISIONS
 from dawnbench_fast.train import NonFiniteLoss
 
 # Errors that the user acts on: one line on stderr, exit 2 (a diverged run
@@ -59,13 +60,18 @@ def add_training_args(p: argparse.ArgumentParser, d: Any) -> None:
 
 
 def add_execution_args(p: argparse.ArgumentParser, d: Any) -> None:
-    """--device, --kernels, --threads, --deterministic, --no-progress; defaults from ``d``."""
+    """--device, --kernels, --threads, --precision, --deterministic, --no-progress; defaults
+    from ``d``."""
     g = p.add_argument_group("execution")
     g.add_argument("--device", default=d.device, help="auto, cpu, cuda or cuda:N")
     g.add_argument("--kernels", default=d.kernels, choices=dispatch.KERNEL_CHOICES,
                    help="which implementation of our custom ops to use (torch = reference)")
     g.add_argument("--threads", type=int, default=d.threads,
                    help="CPU threads for PyTorch and numba (0 = all cores)")
+    g.add_argument("--precision", default=None, choices=PRECISIONS,
+                   help=f"autocast precision (default: the recipe's; {d.precision} for the default recipe: "
+                   "bf16 where the CPU computes bf16 natively (AVX-512 BF16, AMX, ARM BF16) or on CUDA, "
+                   "else fp32; run.json's config.extra.precision says which and why)")
     g.add_argument("--deterministic", action="store_true",
                    help="bit-identical weights for a seed: deterministic algorithms only, kernel "
                    "choices frozen (README: what it costs, what stays nondeterministic)")

@@ -27,7 +27,7 @@ _UNSET = object()
 # Flags that set the config field of the same name (cli's shared flags and
 # the data flags every recipe has); with --config, those given override the file.
 FIELD_FLAGS = ("epochs", "batch_size", "seed", "target", "eval_every", "show_every", "subset",
-               "eval_subset", "device", "kernels", "threads", "deterministic", "data_dir")
+               "eval_subset", "device", "kernels", "threads", "precision", "deterministic", "data_dir")
 
 
 def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:

@@ -12,9 +12,10 @@ import os
 import platform
 from pathlib import Path
 
-# CPU features that decide which kernels oneDNN and our C++ can use.
+# CPU features that decide which kernels oneDNN and our C++ can use, and the
+# default precision (dawnbench_fast.precision): x86's flags, then ARM's.
 _FEATURES = ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_bf16", "avx512_fp16",
-             "avx512_vnni", "amx_bf16", "amx_tile")
+             "avx512_vnni", "amx_bf16", "amx_tile", "asimd", "sve", "bf16")
 
 
 def _cpuinfo_fields() -> dict[str, str]:
@@ -37,12 +38,19 @@ def cpu_model() -> str:
     return _cpuinfo_fields().get("model name") or platform.processor() or platform.machine()
 
 
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags as the OS reports them: /proc/cpuinfo's ``flags``
+    on x86, ``Features`` on ARM (empty where there is no /proc/cpuinfo)."""
+    f = _cpuinfo_fields()
+    return set((f.get("flags") or f.get("Features") or "").split())
+
+
 def cpu_info() -> dict[str, object]:
     """The CPU as the OS reports it: model name verbatim, vendor, family, model
     and stepping numbers (a VM may hide the marketing name but not these), the
     logical CPUs, and the vector/matrix features that select kernels."""
     f = _cpuinfo_fields()
-    flags = set(f.get("flags", "").split())
+    flags = cpu_flags()
     return {
         "model_name": cpu_model(),
         "vendor": f.get("vendor_id"),

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any, TypeVar
 
 from dawnbench_fast.dispatch import KERNEL_CHOICES
+from dawnbench_fast.precision import PRECISIONS
 
 C = TypeVar("C")
 
@@ -69,7 +70,7 @@ FLAGS = {
     "epochs": "--epochs", "batch_size": "--batch-size", "seed": "--seed", "target": "--target",
     "eval_every": "--eval-every", "show_every": "--show-every", "subset": "--subset",
     "eval_subset": "--eval-subset",
-    "device": "--device", "kernels": "--kernels", "threads": "--threads",
+    "device": "--device", "kernels": "--kernels", "threads": "--threads", "precision": "--precision",
 }
 
 
@@ -100,7 +101,7 @@ def common_checks(cfg: Any) -> list[tuple[bool, str, str]]:
         (cfg.batch_size >= 1, "batch_size", "must be >= 1"),
         (cfg.subset >= 0, "subset", "must be >= 0 (0 = all images)"),
         (cfg.eval_subset >= 0, "eval_subset", "must be >= 0 (0 = all images)"),
-        (cfg.precision in ("bf16", "fp16", "fp32"), "precision", "must be bf16, fp16 or fp32"),
+        (cfg.precision in PRECISIONS, "precision", "must be auto, bf16, fp16 or fp32"),
         (cfg.kernels in KERNEL_CHOICES, "kernels", f"must be one of {KERNEL_CHOICES}"),
         (0.0 < cfg.target <= 1.0, "target", "must be in (0, 1], a fraction: 0.94 means 94%"),
         (cfg.eval_every >= 0, "eval_every", "must be >= 0 (0 = final epoch only)"),

@@ -14,6 +14,7 @@ from contextlib import AbstractContextManager, nullcontext
 import torch
 
 from dawnbench_fast.overrides import ConfigError
+from dawnbench_fast.precision import resolve_precision
 
 
 def resolve_device(name: str) -> torch.device:
@@ -94,7 +95,11 @@ def _keep_freed_memory() -> str:
 
 
 def autocast(precision: str, device: torch.device) -> AbstractContextManager:
-    """The autocast context of a ``precision`` (bf16, fp16; fp32: none)."""
+    """The autocast context of a ``precision`` (bf16, fp16; fp32: none; auto:
+    what :func:`dawnbench_fast.precision.resolve_precision` picks for ``device``,
+    for callers such as scripts that did not resolve their config first)."""
+    if precision == "auto":
+        precision = resolve_precision(precision, device).precision
     if precision == "fp32":
         return nullcontext()
     dtype = torch.bfloat16 if precision == "bf16" else torch.float16
