@@ -44,6 +44,11 @@ def _pyplot() -> Any:
     return plt
 
 
+def pyplot() -> Any:
+    """The same pyplot (Agg) or None, for the other report writers (the analyses)."""
+    return _pyplot()
+
+
 def load_runs(run_dirs: list[Path]) -> list[tuple[dict, list[dict]]]:
     """(run.json, epochs.jsonl lines) of each finished run folder."""
     return [(json.loads((d / "run.json").read_text()), read_log(d / LOG_NAME)) for d in run_dirs]

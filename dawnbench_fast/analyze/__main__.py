@@ -1,0 +1,40 @@
+"""``python -m dawnbench_fast.analyze COMMAND ...``: the command line of the
+analyses (one module per command beside this one)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from dawnbench_fast import cli
+from dawnbench_fast.analyze import batch_size, leaderboard, lesion, stability, thresholds
+from dawnbench_fast.analyze.study_cli import PROG, split_trainer_args
+
+COMMANDS = (stability, thresholds, batch_size, lesion, leaderboard)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = cli.OneLineParser(
+        prog=PROG, description="The DAWNBench analyses: each trains (or reads with --from) the runs it "
+        "needs and writes <command>.json, .png and .txt into --out. Trainer flags for every run go after "
+        "--, e.g. `stability --runs 5 -- --kernels torch`. docs/ANALYSIS.md has the details.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=cli.OneLineParser)
+    for module in COMMANDS:
+        module.add_parser(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    ours, trainer_args = split_trainer_args(argv)
+
+    def command() -> int:
+        a = build_parser().parse_args(ours)
+        a.trainer_args = trainer_args
+        return a.command_fn(a)
+
+    return cli.guarded(PROG, command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

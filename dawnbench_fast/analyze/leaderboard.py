@@ -1,0 +1,137 @@
+"""``leaderboard RESULT``: a run (a run folder, its run.json, or a ``--runs N``
+folder) placed among DAWNBench's final CIFAR-10 winner and the later records,
+by time to 94%. The records ship with the package (``cifar10_records.json``
+beside this module), each with its hardware, cost and sources, exactly as
+docs/FACTS.md states them; null where it gives no figure.
+
+The run is always judged at DAWNBench's 94%, whatever target it was trained
+for: its time is the clock at its first charged evaluation at or above 94%.
+Several runs are placed by the mean time of those that reached 94%, with the
+reached fraction and the mean accuracy beside it (a claim of 94% is a mean).
+A run that never reached 94% is not placed: "not reached".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from importlib import resources
+from typing import Any
+
+from dawnbench_fast.analyze import study_cli
+from dawnbench_fast.analyze.report_files import fmt_pct, write_outputs
+from dawnbench_fast.analyze.run_records import RunRecord, read_runs
+from dawnbench_fast.analyze.stats import describe, reached_fraction
+from dawnbench_fast.bench import table
+
+COMMAND = "leaderboard"
+RECORDS_FILE = "cifar10_records.json"
+THIS_RUN = "this run"
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(COMMAND, help="place a run among the DAWNBench CIFAR-10 entries and later records",
+                       description=__doc__)
+    p.add_argument("result", metavar="RESULT", help="a run folder, its run.json, or a --runs N folder")
+    study_cli.add_common_args(p)  # --quick is accepted and changes nothing: nothing here trains
+    p.set_defaults(command_fn=run)
+
+
+def load_records() -> dict:
+    """The shipped records file (package data)."""
+    return json.loads(resources.files("dawnbench_fast.analyze").joinpath(RECORDS_FILE).read_text())
+
+
+def rank_of(seconds: float, entries: list[dict]) -> int:
+    """1-based place of ``seconds`` among ``entries`` with a time: one more
+    than the number as fast or faster (a tie goes ahead: it was there first)."""
+    return 1 + sum(e["time_seconds"] is not None and e["time_seconds"] <= seconds for e in entries)
+
+
+def run_entry(records: list[RunRecord], target: float) -> dict:
+    """The run(s) as one leaderboard row."""
+    times = [r.time_to(target) for r in records]
+    reached = describe([t for t in times if t is not None])
+    costs = [r.train_cost_usd for r, t in zip(records, times, strict=True)
+             if r.train_cost_usd is not None and t is not None]
+    return {"entry": THIS_RUN if len(records) == 1 else f"this run ({len(records)} seeds, mean)",
+            "time_seconds": reached["mean"], "time_std_seconds": reached["std"],
+            "hardware": records[0].hardware, "cost_usd": describe(costs)["mean"],
+            "mean_top1": describe([r.final_top1 for r in records])["mean"],
+            "reached": reached_fraction(times), "runs": len(records),
+            "paths": [str(r.path) for r in records]}
+
+
+def place(mine: dict, records: dict) -> dict:
+    """leaderboard.json: the run's row, its rank (None: not reached) and the
+    whole table with the run in its place."""
+    entries = records["entries"]
+    ranked = sorted((e for e in entries if e["time_seconds"] is not None), key=lambda e: e["time_seconds"])
+    unranked = [e for e in entries if e["time_seconds"] is None]
+    rank = None if mine["time_seconds"] is None else rank_of(mine["time_seconds"], ranked)
+    rows = list(ranked)
+    if rank is not None:
+        rows.insert(rank - 1, mine)
+    return {"command": COMMAND, "target": records["target"], "run": mine, "rank": rank,
+            "of": len(ranked) + (rank is not None), "table": rows + unranked,
+            "records_about": records["about"]}
+
+
+def run(a: argparse.Namespace) -> int:
+    records = read_runs([a.result], COMMAND)
+    out = study_cli.resolve_out(a, COMMAND)
+    data = place(run_entry(records, load_records()["target"]), load_records())
+    write_outputs(out, COMMAND, data, render(data), lambda plt: figure(plt, data))
+    return 0
+
+
+def _time(e: dict) -> str:
+    if e["entry"].startswith(THIS_RUN):
+        std = "" if e.get("time_std_seconds") is None else f" +- {e['time_std_seconds']:.1f}"
+        return "not reached" if e["time_seconds"] is None else f"{e['time_seconds']:.1f}{std} s"
+    return e["time_text"]
+
+
+def render(data: dict) -> str:
+    mine = data["run"]
+    rows = [[str(i + 1) if e["time_seconds"] is not None else "-", e["entry"], _time(e), e["hardware"],
+             "-" if e["cost_usd"] is None else f"${e['cost_usd']:.4f}", fmt_pct(e["mean_top1"])]
+            for i, e in enumerate(data["table"])]
+    reached = mine["reached"]
+    where = (f"place {data['rank']} of {data['of']}" if data["rank"] is not None else
+             f"not placed: not reached {100 * data['target']:.0f}% in any run")
+    lines = [f"leaderboard: CIFAR-10 to {100 * data['target']:.0f}% top-1; this run: {where}",
+             f"this run: {_time(mine)} on {mine['hardware']}, {reached['reached']}/{reached['runs']} run(s) "
+             f"reached {100 * data['target']:.0f}%, mean final top-1 {fmt_pct(mine['mean_top1'])}",
+             table(["rank", "entry", "time to 94%", "hardware", "cost", "mean top-1"], rows), "sources:"]
+    lines += [f"  {e['entry']}: {' '.join(e['sources'])}" for e in data["table"] if e.get("sources")]
+    if mine["mean_top1"] is not None and mine["mean_top1"] < data["target"] and data["rank"] is not None:
+        lines.append(f"note: the mean final accuracy is below {100 * data['target']:.0f}%: the records are "
+                     "means over many runs, so this place flatters the run")
+    lines.append("cost: none of the records states one (docs/FACTS.md)" + (
+        "; this run's needs --cost-per-hour when it is trained" if mine["cost_usd"] is None else ""))
+    return "\n".join(lines)
+
+
+def _short(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def figure(plt: Any, data: dict) -> Any:
+    """The ranked entries' times on a log axis, the run in red (or, not placed,
+    a note)."""
+    rows = [e for e in data["table"] if e["time_seconds"] is not None]
+    fig, ax = plt.subplots(figsize=(11, 0.4 * len(rows) + 1.6), dpi=110)
+    ys = list(range(len(rows)))[::-1]
+    for y, e in zip(ys, rows, strict=True):
+        mine = e["entry"].startswith(THIS_RUN)
+        ax.barh(y, e["time_seconds"], color="#c44e52" if mine else "#4c72b0")
+        ax.annotate(f" {e['time_seconds']:.4g} s, {_short(e['hardware'], 32)}", (e["time_seconds"], y),
+                    va="center", fontsize=7)
+    ax.set_yticks(ys, [_short(e["entry"], 44) for e in rows], fontsize=8)
+    ax.set(xscale="log", xlabel=f"time to {100 * data['target']:.0f}% top-1, s (log scale)",
+           title="CIFAR-10 to 94%: records (docs/FACTS.md) and this run" +
+           ("" if data["rank"] is not None else " (not placed: 94% not reached)"))
+    ax.set_xlim(right=max(e["time_seconds"] for e in rows) * 300)  # room for the labels
+    fig.tight_layout()
+    return fig

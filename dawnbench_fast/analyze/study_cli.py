@@ -1,0 +1,178 @@
+"""The flags every analysis shares, the output folder, and the trainer flags
+every run of a study gets.
+
+Trainer flags for every run of a study follow ``--`` on the command line
+(``... stability --runs 5 -- --kernels torch --set widths=32,64,64``); they
+come after the study's own and before each arm's, so they override the
+study's defaults and an arm still changes what it is about.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from datetime import datetime, timezone
+from pathlib import Path
+
+from dawnbench_fast.analyze.run_records import RunRecord, read_runs
+from dawnbench_fast.analyze.training_runs import RUNS_FOLDER, Arm, Failure, train_arms
+from dawnbench_fast.cifar_recipe import RECIPES
+from dawnbench_fast.cli import check_out_dir
+from dawnbench_fast.overrides import ConfigError
+
+PROG = "python -m dawnbench_fast.analyze"
+DEFAULT_OUT = Path("runs/analysis")
+DAWNBENCH_TARGET = 0.94
+# --quick: a look within minutes on 2 CPU cores, not a result: a subset,
+# two epochs, a target such short training reaches, fewer runs.
+QUICK_FLAGS = ["--subset", "4000", "--eval-subset", "1000", "--epochs", "2"]
+QUICK_TARGET = 0.35
+QUICK_RUNS = 2
+
+
+def split_trainer_args(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(the analysis's own arguments, the trainer flags after ``--``)."""
+    if "--" in argv:
+        i = argv.index("--")
+        return argv[:i], argv[i + 1:]
+    return argv, []
+
+
+def add_common_args(p: argparse.ArgumentParser) -> None:
+    """--out, --overwrite, --quick: every command has them."""
+    p.add_argument("--out", default=None, help="folder for the JSON, PNG and text report (and a study's "
+                   f"runs/); must be new or empty unless --overwrite (default: a new {DEFAULT_OUT}/"
+                   "<UTC time>-<command>)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="write into a non-empty --out, replacing files of the same names")
+    p.add_argument("--quick", action="store_true",
+                   help=f"reduced budget for a quick look: trainer flags {' '.join(QUICK_FLAGS)}, target "
+                   f"{QUICK_TARGET} unless --target, {QUICK_RUNS} runs unless --runs (not a result)")
+
+
+def add_study_args(p: argparse.ArgumentParser, runs: int, target: float) -> None:
+    """The flags of a command that trains runs or reads them back."""
+    p.add_argument("--from", dest="sources", nargs="+", metavar="DIR", default=None,
+                   help="read finished runs (run folders, their run.json, or folders above them such "
+                   "as a --runs N folder or an analysis's runs/) instead of training")
+    p.add_argument("--recipe", choices=sorted(RECIPES), default=None,
+                   help="the trainer's named recipe (default: its default, dawnbench_fast)")
+    p.add_argument("--runs", type=int, default=None, metavar="N",
+                   help=f"seeds per configuration (default {runs}; {QUICK_RUNS} with --quick)")
+    p.add_argument("--seed", type=int, default=0, help="first seed (seeds seed..seed+N-1)")
+    p.add_argument("--target", type=float, default=None,
+                   help=f"top-1 target, a fraction (default {target}; {QUICK_TARGET} with --quick; "
+                   "with --from, the runs' own)")
+    p.add_argument("--data-dir", default=None, help="CIFAR-10 folder, passed to the trainer")
+    p.add_argument("--resume", metavar="DIR", default=None,
+                   help="go on with the study whose --out was DIR: finished runs are read back, "
+                   "interrupted ones go on from their last epoch")
+    p.set_defaults(default_runs=runs, default_target=target)
+
+
+def resolve_out(a: argparse.Namespace, command: str) -> Path:
+    """The analysis's output folder: --resume's, else --out, else a new one;
+    refused if it holds files, unless --overwrite or resuming (the rule of
+    the trainer's --out, dawnbench_fast.cli.check_out_dir)."""
+    resume = getattr(a, "resume", None)
+    if resume is not None:
+        if a.out is not None and Path(a.out).resolve() != Path(resume).resolve():
+            raise ConfigError(f"--resume {resume} with --out {a.out}: a resumed study writes into its "
+                              "own folder; drop --out")
+        if not Path(resume).is_dir():
+            raise ConfigError(f"--resume {resume}: no such folder; pass the --out of the study to go on with")
+        out = Path(resume)
+    elif a.out is not None:
+        out = Path(a.out)
+    else:
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        out = DEFAULT_OUT / f"{stamp}-{command}"
+    check_out_dir(out, a.overwrite, resuming=resume is not None)
+    return out
+
+
+def check_study_args(a: argparse.Namespace) -> None:
+    """Ranges argparse does not check, before anything is read or trained."""
+    if a.runs is not None and a.runs < 1:
+        raise ConfigError(f"--runs {a.runs}: must be >= 1")
+    if a.seed < 0:
+        raise ConfigError(f"--seed {a.seed}: must be >= 0")
+    # `not 0 < x <= 1` so that nan fails too
+    if a.target is not None and not 0.0 < a.target <= 1.0:
+        raise ConfigError(f"--target {a.target}: must be in (0, 1], a fraction: 0.94 means 94%")
+    if a.sources is not None and (a.resume is not None or a.trainer_args):
+        raise ConfigError("--from reads finished runs: it takes no --resume and no trainer flags after --")
+
+
+def runs_per_arm(a: argparse.Namespace) -> int:
+    if a.runs is not None:
+        return a.runs
+    return QUICK_RUNS if a.quick else a.default_runs
+
+
+def seeds(a: argparse.Namespace) -> list[int]:
+    return list(range(a.seed, a.seed + runs_per_arm(a)))
+
+
+def study_target(a: argparse.Namespace) -> float:
+    """The target of runs this study trains."""
+    if a.target is not None:
+        return a.target
+    return QUICK_TARGET if a.quick else a.default_target
+
+
+def target_of_runs(a: argparse.Namespace, targets: set[float]) -> float:
+    """The target read runs are judged by: --target, else their own (one)."""
+    if a.target is not None:
+        return a.target
+    if len(targets) != 1:
+        raise ConfigError(f"--from: the runs were trained for different targets ({sorted(targets)}); "
+                          "pass --target")
+    return targets.pop()
+
+
+def target_note(target: float) -> str:
+    """What a target below DAWNBench's 94% means for the figures."""
+    if target >= DAWNBENCH_TARGET:
+        return f"target {100 * target:.2f}% top-1 (DAWNBench's CIFAR-10 target is 94%)"
+    return (f"target {100 * target:.2f}% top-1, below DAWNBench's 94% (--target {DAWNBENCH_TARGET} for "
+            "the full target): times are to this lower target, not DAWNBench times")
+
+
+def trainer_base(a: argparse.Namespace, target: float, extra: list[str] = ()) -> list[str]:
+    """The trainer flags of every run of the study: no progress bar (the
+    study prints its own lines), no latency (no analysis reads it; `--
+    --latency-images N` turns it back on), the target, --quick's reductions,
+    the study's ``extra`` (e.g. --eval-every 1), then the user's after --."""
+    argv = ["--no-progress", "--latency-images", "0", "--target", str(target)]
+    if a.recipe is not None:  # left out otherwise: the trainer refuses --recipe beside --config
+        argv += ["--recipe", a.recipe]
+    if a.quick:
+        argv += QUICK_FLAGS
+    if a.data_dir is not None:
+        argv += ["--data-dir", a.data_dir]
+    return [*argv, *extra, *a.trainer_args]
+
+
+def collect_runs(a: argparse.Namespace, out: Path, arms: list[Arm], target: float,
+                 extra: list[str] = ()) -> tuple[list[RunRecord], list[Failure]]:
+    """The study's runs: read with --from, else trained (each arm, each seed)
+    with :func:`trainer_base`'s flags plus ``extra``. Without one finished
+    run there is nothing to analyse: a one-line error."""
+    if a.sources is not None:
+        records, failures = read_runs(a.sources), []
+    else:
+        base = trainer_base(a, target, list(extra))
+        outcome = train_arms(base, arms, seeds(a), out, resume=a.resume is not None, overwrite=a.overwrite)
+        records, failures = outcome.records, outcome.failures
+    if not records:
+        raise ConfigError(f"no run finished ({len(failures)} failed; their logs are in {out / RUNS_FOLDER})")
+    return records, failures
+
+
+def failures_json(failures: list[Failure]) -> list[dict]:
+    return [dataclasses.asdict(f) for f in failures]
+
+
+def failure_lines(failures: list[Failure]) -> list[str]:
+    return [f"failed: {f.arm} seed {f.seed}: {f.error} (log {f.log})" for f in failures]

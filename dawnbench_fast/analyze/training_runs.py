@@ -1,0 +1,181 @@
+"""The training runs of a study: each arm's seeds trained by the trainer's own
+command line, ``python -m dawnbench_fast.cifar ... --out OUT/runs/<arm>-s<seed>``,
+one subprocess each, then read back from the run.json it wrote.
+
+Why a subprocess and not the Python API: each run keeps its whole report
+folder (run.json, TSV, epochs.jsonl, checkpoint) for a later ``--from``, and
+no state (kernel choices, thread settings, allocator growth, RNG) leaks from
+one arm into the next. Every planned command is first resolved in-process by
+the trainer's own parser and recipe checks, so a bad flag fails in one line
+before the first run starts, not hours into a study.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dawnbench_fast import cifar, config_file
+from dawnbench_fast.analyze.run_records import RUN_JSON, RunRecord, read_run
+from dawnbench_fast.checkpoint import RUN_CHECKPOINT
+from dawnbench_fast.overrides import ConfigError
+
+TRAINER = "dawnbench_fast.cifar"
+RUNS_FOLDER = "runs"
+# the trainer's evaluation lines and its per-run result line: shown as progress
+PROGRESS_LINE = re.compile(r"seed \d+[ :]")
+
+
+@dataclass
+class Arm:
+    """One configuration of a study: a name (its run folders' prefix), what it
+    changes in a line, and the trainer flags that make it."""
+
+    name: str
+    what: str
+    flags: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Failure:
+    """A run whose trainer exited non-zero (diverged, out of memory, killed)."""
+
+    arm: str
+    seed: int
+    error: str
+    log: str
+
+
+@dataclass
+class Outcome:
+    """The finished runs of a study (in plan order) and the failed ones."""
+
+    records: list[RunRecord]
+    failures: list[Failure]
+
+    def of(self, arm: str) -> list[RunRecord]:
+        return [r for r in self.records if r.arm == arm]
+
+
+# (argv, log path) -> (exit status, wall seconds, the last line it printed)
+Launch = Callable[[list[str], Path], tuple[int, float, str]]
+
+
+def resolve_config(argv: list[str]) -> cifar.Config:
+    """The config the trainer would run for ``argv``, by its own parser and
+    checks: a bad flag or value is its one-line error (exit status 2) now."""
+    return cifar.config_from_args(config_file.parse_args(cifar.build_parser(), argv))
+
+
+def run_folder(out: Path, arm: str, seed: int) -> Path:
+    return out / RUNS_FOLDER / f"{arm}-s{seed}"
+
+
+def trainer_argv(base: list[str], arm: Arm, seed: int, folder: Path, resume: bool,
+                 overwrite: bool) -> list[str]:
+    """The trainer's flags for one run: the study's shared flags, the arm's
+    (after them, so the arm wins: argparse keeps the last value, and --set
+    applies in order), the seed and the run's folder."""
+    argv = [*base, *arm.flags, "--seed", str(seed), "--out", str(folder)]
+    if resume and (folder / RUN_CHECKPOINT).exists():
+        argv += ["--resume", str(folder)]  # an interrupted run goes on from its last epoch
+    elif overwrite:
+        argv.append("--overwrite")
+    return argv
+
+
+def check_plan(base: list[str], arms: list[Arm]) -> dict[str, cifar.Config]:
+    """Each arm's resolved config (seed aside), so every arm's flags are
+    checked before anything trains."""
+    return {arm.name: resolve_config([*base, *arm.flags]) for arm in arms}
+
+
+def train_arms(base: list[str], arms: list[Arm], seeds: list[int], out: Path, *, resume: bool,
+               overwrite: bool, launch: Launch | None = None) -> Outcome:
+    """Train every (arm, seed), printing a line as each starts and ends. With
+    ``resume``, a run whose run.json is already there (an earlier, interrupted
+    study) is read back instead of trained, after checking it was made by the
+    same command."""
+    launch = launch or launch_trainer
+    check_plan(base, arms)
+    total, k = len(arms) * len(seeds), 0
+    records, failures = [], []
+    for arm in arms:
+        for seed in seeds:
+            k += 1
+            folder = run_folder(out, arm.name, seed)
+            argv = trainer_argv(base, arm, seed, folder, resume, overwrite)
+            head = f"[{k}/{total}] {arm.name} seed {seed}"
+            if resume and (folder / RUN_JSON).exists():
+                record = read_back(folder, argv)
+                print(f"{head}: read back from {folder}", flush=True)
+            else:
+                log = folder.parent / f"{folder.name}.log"
+                print(f"{head}: training ({arm.what}); log {log}", flush=True)
+                rc, wall, last = launch(argv, log)
+                if rc != 0 or not (folder / RUN_JSON).exists():
+                    failures.append(Failure(arm.name, seed, last or f"exit status {rc}", str(log)))
+                    print(f"{head}: failed (exit status {rc}): {last}", flush=True)
+                    continue
+                record = dataclasses.replace(read_run(folder / RUN_JSON, "run"), wall_seconds=wall)
+            records.append(record)
+            print(f"{head}: {done_line(record)}", flush=True)
+    return Outcome(records, failures)
+
+
+def done_line(r: RunRecord) -> str:
+    t = r.time_to(r.target)
+    when = "not reached" if t is None else f"{t:.1f} s (epoch {r.epoch_to(r.target)})"
+    wall = "" if r.wall_seconds is None else f", process wall {r.wall_seconds:.1f} s"
+    return f"final top-1 {100 * r.final_top1:.2f}%, time to {100 * r.target:.2f}%: {when}{wall}"
+
+
+def read_back(folder: Path, argv: list[str]) -> RunRecord:
+    """A finished run of an earlier study, refused if its command differs
+    from the one this study would run (its results would be mislabelled)."""
+    record = read_run(folder / RUN_JSON, "--resume")
+    recorded = json.loads((folder / RUN_JSON).read_text()).get("command", [])[3:]
+    if _comparable(recorded) != _comparable(argv):
+        raise ConfigError(f"--resume: {folder} was trained by another command ({' '.join(recorded)}); "
+                          "use a new --out for a different study")
+    return record
+
+
+def _comparable(argv: list[str]) -> list[str]:
+    """A trainer command without what only says where and how it was
+    (re)started: --out, --resume and --overwrite."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in ("--out", "--resume"):
+            skip = True
+        elif arg != "--overwrite":
+            out.append(arg)
+    return out
+
+
+def launch_trainer(argv: list[str], log: Path) -> tuple[int, float, str]:
+    """Run the trainer with ``argv``; its output goes to ``log`` whole and its
+    evaluation lines (``seed ...``) to the console, indented, as progress."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    last = ""
+    t0 = time.perf_counter()
+    with log.open("w") as sink, subprocess.Popen(
+            [sys.executable, "-m", TRAINER, *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, bufsize=1) as proc:
+        for line in proc.stdout:
+            sink.write(line)
+            if line.strip():
+                last = line.strip()
+            if PROGRESS_LINE.match(line):
+                print(f"    {line.rstrip()}", flush=True)
+        rc = proc.wait()
+    return rc, time.perf_counter() - t0, last
