@@ -15,9 +15,10 @@ TRAIN_S = 10.0  # the fake runs' training phase, seconds
 def write_run(folder: Path, seed: int, rows: list[tuple[int, float, float]], *, target: float = 0.94,
               batch_size: int = 500, subset: int = 2000, epochs: float = 2, train_s: float = TRAIN_S,
               lr_filters: float = 0.24, hardware: str = "test CPU, 2 threads", old_schema: bool = False,
-              train_cost_usd: float | None = None) -> Path:
+              train_cost_usd: float | None = None, argv: list[str] = ()) -> Path:
     """A finished run's run.json in ``folder``; ``rows`` are (epoch, clock
-    seconds, top-1). ``old_schema``: rows with only DAWNBench's hours column."""
+    seconds, top-1). ``old_schema``: rows with only DAWNBench's hours column.
+    ``argv``: the trainer flags its run.json's command records."""
     epochs_rows = []
     for epoch, clock, top1 in rows:
         row = {"epoch": epoch, "eval_seconds": 0.5, "top1": top1, "top5": None, "tta": False,
@@ -27,7 +28,7 @@ def write_run(folder: Path, seed: int, rows: list[tuple[int, float, float]], *, 
         epochs_rows.append(row)
     reached = [c for _, c, t in rows if t >= target]
     run = {
-        "schema_version": 2, "hardware": hardware, "command": ["python", "-m", "dawnbench_fast.cifar"],
+        "schema_version": 2, "hardware": hardware, "command": ["python", "-m", "dawnbench_fast.cifar", *argv],
         "config": {"target": target, "batch_size": batch_size, "subset": subset, "epochs": epochs,
                    "lr_filters": lr_filters, "seed": seed},
         "result": {"seed": seed, "final_top1": rows[-1][2], "reached_target": bool(reached),
@@ -60,7 +61,7 @@ def fake_launch(rows_for: Callable[[list[str]], list[tuple[int, float, float]]],
         write_run(Path(flag(argv, "--out")), int(flag(argv, "--seed")), rows_for(argv),
                   target=float(flag(argv, "--target")), batch_size=int(flag(argv, "--batch-size", "2000")),
                   subset=int(flag(argv, "--subset", "0")), epochs=float(flag(argv, "--epochs", "8")),
-                  lr_filters=float(s.get("lr_filters", "0.24")))
+                  lr_filters=float(s.get("lr_filters", "0.24")), argv=argv)
         return 0, 1.5, "reports written"
 
     return launch

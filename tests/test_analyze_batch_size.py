@@ -84,3 +84,14 @@ def test_from_groups_runs_by_their_batch(tmp_path):
 def test_bad_sizes(text, why):
     with pytest.raises(ConfigError, match=why):
         batch_size.parse_sizes(text)
+
+
+def test_quick_keeps_the_sizes_and_the_recipes_reference_batch(tmp_path, monkeypatch):
+    calls: list = []
+    monkeypatch.setattr(training_runs, "launch_trainer", fake_launch(rows_for, calls))
+    assert main(["batch-size", "--quick", "--sizes", "500", "--out", str(tmp_path / "o")]) == 0
+    assert len(calls) == 2  # --quick's two runs
+    for c in calls:
+        assert flag(c, "--subset") == "2000" and flag(c, "--epochs") == "2" and flag(c, "--target") == "0.35"
+        assert [c[i + 1] for i, x in enumerate(c) if x == "--batch-size"] == ["500"]  # no quick batch
+        assert float(sets(c)["lr_filters"]) == pytest.approx(0.24 * math.sqrt(500 / 2000))

@@ -10,9 +10,10 @@ import subprocess
 import sys
 
 import pytest
-from analyze_fixtures import write_run
+from analyze_fixtures import fake_launch, flag, write_run
 from cifar_data import cifar_dir
 
+from dawnbench_fast.analyze import training_runs
 from dawnbench_fast.analyze.__main__ import main
 
 # final accuracies and times to 94% (None: ended below it at 800 s)
@@ -78,3 +79,20 @@ def test_a_study_trains_its_runs_end_to_end(tmp_path):
     assert main(["stability", "--from", str(out / "runs"), "--out", str(tmp_path / "again")]) == 0
     again = json.loads((tmp_path / "again" / "stability.json").read_text())
     assert again["time_to_target_s"] == data["time_to_target_s"]
+
+
+def test_resume_reads_finished_runs_back_and_goes_on_with_the_rest(tmp_path, monkeypatch, capsys):
+    calls: list = []
+    monkeypatch.setattr(training_runs, "launch_trainer", fake_launch(lambda argv: [(1, 5.0, 0.95)], calls))
+    out = tmp_path / "study"
+    assert main(["stability", "--runs", "2", "--out", str(out)]) == 0
+    assert len(calls) == 2
+    # seed 1 was interrupted: its run.json gone, its checkpoint left
+    (out / "runs" / "default-s1" / "run.json").unlink()
+    (out / "runs" / "default-s1" / "checkpoint.pt").write_bytes(b"")
+    assert main(["stability", "--runs", "2", "--resume", str(out)]) == 0
+    assert len(calls) == 3 and flag(calls[2], "--resume") == str(out / "runs" / "default-s1")
+    assert "default seed 0: read back" in capsys.readouterr().out
+    # a different study in the same folder is refused, not mislabelled
+    assert main(["stability", "--runs", "2", "--resume", str(out), "--target", "0.5"]) == 2
+    assert "trained by another command" in capsys.readouterr().err and len(calls) == 3

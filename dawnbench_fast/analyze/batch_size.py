@@ -87,8 +87,9 @@ def run(a: argparse.Namespace) -> int:
     out = study_cli.resolve_out(a, COMMAND)
     target = study_cli.study_target(a)
     every = ["--eval-every", "1"]
-    planned = [] if a.sources else arms(study_cli.trainer_base(a, target, every), sizes, a.lr_rule)
-    records, failures = study_cli.collect_runs(a, out, planned, target, extra=every)
+    planned = [] if a.sources else arms(study_cli.trainer_base(a, target, every, quick_batch=False), sizes,
+                                        a.lr_rule)
+    records, failures = study_cli.collect_runs(a, out, planned, target, extra=every, quick_batch=False)
     if a.sources is not None:
         target = study_cli.target_of_runs(a, {r.target for r in records})
     data = summarize(records, target, a.lr_rule if a.sources is None else None)

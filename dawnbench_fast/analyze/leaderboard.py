@@ -80,7 +80,8 @@ def place(mine: dict, records: dict) -> dict:
 def run(a: argparse.Namespace) -> int:
     records = read_runs([a.result], COMMAND)
     out = study_cli.resolve_out(a, COMMAND)
-    data = place(run_entry(records, load_records()["target"]), load_records())
+    shipped = load_records()
+    data = place(run_entry(records, shipped["target"]), shipped)
     write_outputs(out, COMMAND, data, render(data), lambda plt: figure(plt, data))
     return 0
 

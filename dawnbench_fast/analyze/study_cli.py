@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -25,7 +26,8 @@ DEFAULT_OUT = Path("runs/analysis")
 DAWNBENCH_TARGET = 0.94
 # --quick: a look within minutes on 2 CPU cores, not a result: a subset,
 # two epochs, a target such short training reaches, fewer runs.
-QUICK_FLAGS = ["--subset", "4000", "--eval-subset", "1000", "--epochs", "2"]
+QUICK_FLAGS = ["--subset", "2000", "--eval-subset", "1000", "--epochs", "2"]
+QUICK_BATCH = ["--batch-size", "500"]  # 4 steps an epoch on the subset, not 1 (batch-size sets its own)
 QUICK_TARGET = 0.35
 QUICK_RUNS = 2
 
@@ -46,7 +48,8 @@ def add_common_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--overwrite", action="store_true",
                    help="write into a non-empty --out, replacing files of the same names")
     p.add_argument("--quick", action="store_true",
-                   help=f"reduced budget for a quick look: trainer flags {' '.join(QUICK_FLAGS)}, target "
+                   help="reduced budget for a quick look: trainer flags "
+                   f"{' '.join(QUICK_FLAGS + QUICK_BATCH)} (batch-size keeps its sizes), target "
                    f"{QUICK_TARGET} unless --target, {QUICK_RUNS} runs unless --runs (not a result)")
 
 
@@ -139,30 +142,34 @@ def target_note(target: float) -> str:
             "the full target): times are to this lower target, not DAWNBench times")
 
 
-def trainer_base(a: argparse.Namespace, target: float, extra: list[str] = ()) -> list[str]:
+def trainer_base(a: argparse.Namespace, target: float, extra: Sequence[str] = (),
+                 quick_batch: bool = True) -> list[str]:
     """The trainer flags of every run of the study: no progress bar (the
     study prints its own lines), no latency (no analysis reads it; `--
-    --latency-images N` turns it back on), the target, --quick's reductions,
-    the study's ``extra`` (e.g. --eval-every 1), then the user's after --."""
+    --latency-images N` turns it back on), the target, --quick's reductions
+    (its batch only with ``quick_batch``: a batch-size study's base batch is
+    the recipe's, which its learning rates were tuned for), the study's
+    ``extra`` (e.g. --eval-every 1), then the user's after --."""
     argv = ["--no-progress", "--latency-images", "0", "--target", str(target)]
     if a.recipe is not None:  # left out otherwise: the trainer refuses --recipe beside --config
         argv += ["--recipe", a.recipe]
     if a.quick:
-        argv += QUICK_FLAGS
+        argv += QUICK_FLAGS + (QUICK_BATCH if quick_batch else [])
     if a.data_dir is not None:
         argv += ["--data-dir", a.data_dir]
     return [*argv, *extra, *a.trainer_args]
 
 
 def collect_runs(a: argparse.Namespace, out: Path, arms: list[Arm], target: float,
-                 extra: list[str] = ()) -> tuple[list[RunRecord], list[Failure]]:
+                 extra: Sequence[str] = (),
+                 quick_batch: bool = True) -> tuple[list[RunRecord], list[Failure]]:
     """The study's runs: read with --from, else trained (each arm, each seed)
     with :func:`trainer_base`'s flags plus ``extra``. Without one finished
     run there is nothing to analyse: a one-line error."""
     if a.sources is not None:
         records, failures = read_runs(a.sources), []
     else:
-        base = trainer_base(a, target, list(extra))
+        base = trainer_base(a, target, extra, quick_batch)
         outcome = train_arms(base, arms, seeds(a), out, resume=a.resume is not None, overwrite=a.overwrite)
         records, failures = outcome.records, outcome.failures
     if not records:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import subprocess
 import sys
@@ -60,9 +61,6 @@ class Outcome:
     records: list[RunRecord]
     failures: list[Failure]
 
-    def of(self, arm: str) -> list[RunRecord]:
-        return [r for r in self.records if r.arm == arm]
-
 
 # (argv, log path) -> (exit status, wall seconds, the last line it printed)
 Launch = Callable[[list[str], Path], tuple[int, float, str]]
@@ -86,8 +84,8 @@ def trainer_argv(base: list[str], arm: Arm, seed: int, folder: Path, resume: boo
     argv = [*base, *arm.flags, "--seed", str(seed), "--out", str(folder)]
     if resume and (folder / RUN_CHECKPOINT).exists():
         argv += ["--resume", str(folder)]  # an interrupted run goes on from its last epoch
-    elif overwrite:
-        argv.append("--overwrite")
+    elif overwrite or resume:
+        argv.append("--overwrite")  # resuming, a run killed before its first checkpoint starts again
     return argv
 
 
@@ -168,9 +166,10 @@ def launch_trainer(argv: list[str], log: Path) -> tuple[int, float, str]:
     log.parent.mkdir(parents=True, exist_ok=True)
     last = ""
     t0 = time.perf_counter()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # lines reach the log and the console as printed
     with log.open("w") as sink, subprocess.Popen(
             [sys.executable, "-m", TRAINER, *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True, bufsize=1) as proc:
+            text=True, bufsize=1, env=env) as proc:
         for line in proc.stdout:
             sink.write(line)
             if line.strip():
