@@ -117,7 +117,12 @@ def train_arms(base: list[str], arms: list[Arm], seeds: list[int], out: Path, *,
             else:
                 log = folder.parent / f"{folder.name}.log"
                 print(f"{head}: training ({arm.what}); log {log}", flush=True)
-                rc, wall, last = launch(argv, log)
+                try:
+                    rc, wall, last = launch(argv, log)
+                except KeyboardInterrupt:
+                    sys.stderr.write(f"interrupted: the finished runs and {folder.name}'s last checkpoint "
+                                     f"are kept; go on with the same command plus --resume {out}\n")
+                    raise
                 if rc != 0 or not (folder / RUN_JSON).exists():
                     failures.append(Failure(arm.name, seed, last or f"exit status {rc}", str(log)))
                     print(f"{head}: failed (exit status {rc}): {last}", flush=True)
