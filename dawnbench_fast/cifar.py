@@ -29,11 +29,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from dawnbench_fast import checkpoint, cli, config_file, dispatch
+from dawnbench_fast import checkpoint, cli, config_file, dispatch, gpu_defaults
 from dawnbench_fast.cifar_recipe import RECIPES, CifarRecipe, apply_overrides, validate
 from dawnbench_fast.data import augment as aug
 from dawnbench_fast.data.cifar10 import Cifar10, DataError, load_cifar10
 from dawnbench_fast.data.cifar10_device import DeviceData, prepare_data
+from dawnbench_fast.data.host_copy import to_device
 from dawnbench_fast.data.progressive import epoch_side, first_epoch_of_each_side, keyed_crop
 from dawnbench_fast.models import conv_cpu
 from dawnbench_fast.models.cifar_net import CifarNet, FoldedCifarNet
@@ -54,6 +55,10 @@ from dawnbench_fast.tta import TTA_WEIGHTS, selective_tta_logits
 class Config(CifarRecipe):
     """The recipe (every field: :class:`~dawnbench_fast.cifar_recipe.CifarRecipe`)
     as the training loop runs it."""
+
+    # torch.compile of the step's forward and loss (--compile / --no-compile): auto = on
+    # CUDA only, as the published GPU records do (dawnbench_fast/gpu_defaults.py), on, off
+    compile: str = "auto"
 
     def build_task(self, device: torch.device) -> Trainer:
         """Validate, resolve the kernels, load and place the data, and return
@@ -106,6 +111,15 @@ def build_optimizers(model: CifarNet, cfg: Config, whiten_bias_steps: int = 0,
     return [sgd, muon]
 
 
+def forward_loss(model: CifarNet, x: torch.Tensor, y: torch.Tensor, whiten_bias_grad: bool,
+                 precision: str, label_smoothing: float) -> torch.Tensor:
+    """The step's forward under autocast and its summed label-smoothed loss:
+    what ``compile`` compiles (AOTAutograd compiles its backward with it)."""
+    with autocast(precision, x.device):
+        out = model(x, whiten_bias_grad=whiten_bias_grad)
+    return F.cross_entropy(out.float(), y, label_smoothing=label_smoothing, reduction="sum")
+
+
 class Trainer:
     """One training run of the recipe: its state and its step. It is the
     :class:`dawnbench_fast.task.Task` that the loop drives."""
@@ -124,6 +138,15 @@ class Trainer:
         self.step = 0
         self.model: CifarNet | None = None
         self.splits = Splits(enabled=device.type == "cpu")
+        self.compiled = gpu_defaults.compile_enabled(cfg.compile, device)
+        self.forward_loss = gpu_defaults.compiled(forward_loss) if self.compiled else forward_loss
+
+    def prepare_warm_up(self) -> None:
+        """Compiled, the step with the whitening bias trained and the step with
+        it frozen are two graphs: the throwaway warm-up task freezes it after
+        its first step, so that both compile in the warm-up, not on the clock."""
+        if self.compiled and self.whiten_bias_steps > 0:
+            self.whiten_bias_steps = 1
 
     def init_model(self) -> None:
         """Build the net from the seed and set its whitening filters."""
@@ -164,21 +187,20 @@ class Trainer:
             self.splits.start()
             idx = order[i * self.batch : (i + 1) * self.batch]
             p = aug.augment_params(cfg.seed, epoch, idx, cfg.translate, cfg.flip, cfg.cutout)
-            x = self.augment(self.data.padded, torch.from_numpy(idx), p, self.data.scale, self.data.shift)
+            idx_dev = to_device(idx, self.device)  # without a host synchronisation on a GPU
+            x = self.augment(self.data.padded, idx_dev, p, self.data.scale, self.data.shift)
             x = keyed_crop(x, epoch_side(cfg.progressive, epoch, x.shape[-1]), cfg.seed, epoch, i)
             if cfg.brightness or cfg.contrast:
                 x = aug.color_jitter(x, cfg.seed, epoch, idx, cfg.brightness, cfg.contrast)
             self.splits.mark("augment")
-            yield torch.from_numpy(idx).to(self.device), x
+            yield idx_dev, x
 
     def train_step(self, idx: torch.Tensor, x: torch.Tensor) -> StepLoss:
         cfg, model = self.cfg, self.model
         self.splits.start()
         model.train()
-        with autocast(cfg.precision, self.device):
-            out = model(x, whiten_bias_grad=self.step < self.whiten_bias_steps)
-        y = self.data.train_labels[idx]
-        loss = F.cross_entropy(out.float(), y, label_smoothing=cfg.label_smoothing, reduction="sum")
+        loss = self.forward_loss(model, x, self.data.train_labels[idx], self.step < self.whiten_bias_steps,
+                                 cfg.precision, cfg.label_smoothing)
         self.splits.mark("forward")
         loss.backward()
         self.splits.mark("backward")
@@ -294,7 +316,7 @@ def build_eval_parser() -> argparse.ArgumentParser:
 
 def config_from_args(a: argparse.Namespace) -> Config:
     if a.config is not None:
-        return apply_overrides(config_from_file(a), a.set)
+        return _compile_checked(apply_overrides(config_from_file(a), a.set))
     preset = {**RECIPES[a.recipe]}
     if a.epochs is not None:  # an explicit --epochs wins over the named recipe's
         preset["epochs"] = int(a.epochs) if float(a.epochs).is_integer() else a.epochs
@@ -307,8 +329,14 @@ def config_from_args(a: argparse.Namespace) -> Config:
         seed=a.seed, target=a.target, eval_every=a.eval_every, show_every=a.show_every, device=a.device,
         kernels=a.kernels, threads=a.threads, deterministic=a.deterministic, data_dir=a.data_dir,
         download=not a.no_download, extra={"recipe": a.recipe},
+        compile=gpu_defaults.compile_choice(a.compile),
     )
-    return apply_overrides(cfg, a.set)
+    return _compile_checked(apply_overrides(cfg, a.set))
+
+
+def _compile_checked(cfg: Config) -> Config:
+    gpu_defaults.check_compile(cfg.compile)  # before the data is read: a one-line error
+    return cfg
 
 
 def config_from_file(a: argparse.Namespace) -> Config:
@@ -319,6 +347,7 @@ def config_from_file(a: argparse.Namespace) -> Config:
     cfg = Config(**config_file.read_config(a.config, Config))
     try:
         validate(cfg)
+        gpu_defaults.check_compile(cfg.compile)
     except ConfigError as e:
         raise config_file.in_file(a.config, e) from None
     return dataclasses.replace(cfg, **config_file.fields_from_flags(a))
@@ -333,6 +362,7 @@ def recipe(ds: Cifar10, data: DeviceData, device: torch.device, backend: str) ->
             "optimizer": "Muon (conv filters) + Nesterov SGD (biases, head)",
             "schedule": f"linear decay to 0 over {cfg.epochs} epochs, batch {cfg.batch_size}",
             "precision": cfg.precision, "kernels": backend, "seed": cfg.seed, "tta_level": cfg.tta_level,
+            "compile": gpu_defaults.compile_enabled(cfg.compile, device),
         },
         data={"root": str(ds.root), "layout": ds.layout, "verified_md5": ds.verified},
         save_model=lambda task, cfg, path: save_model(task.model, cfg, path),
@@ -351,6 +381,7 @@ def run_cli(a: argparse.Namespace) -> int:
     if cfg.deterministic and conv_cpu.wgrad_policy() == "auto":
         conv_cpu.set_wgrad_policy("frozen")  # the cached choice, else aten: never timed afresh
     device = resolve_device(cfg.device)
+    gpu_defaults.configure_cuda(device, cfg.deterministic)
     cfg, choice = with_resolved_precision(cfg, device)
     if choice.requested == "auto" and choice.precision == "fp32":
         print(f"note: precision fp32 ({choice.why})", file=sys.stderr)

@@ -72,6 +72,9 @@ def add_execution_args(p: argparse.ArgumentParser, d: Any) -> None:
                    help=f"autocast precision (default: the recipe's; {d.precision} for the default recipe: "
                    "bf16 where the CPU computes bf16 natively (AVX-512 BF16, AMX, ARM BF16) or on CUDA, "
                    "else fp32; run.json's config.extra.precision says which and why)")
+    g.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                   help="torch.compile the training step's forward and loss, compiled in the warm-up "
+                   "outside the clock (default: on CUDA only, as the published GPU records do)")
     g.add_argument("--deterministic", action="store_true",
                    help="bit-identical weights for a seed: deterministic algorithms only, kernel "
                    "choices frozen (README: what it costs, what stays nondeterministic)")

@@ -118,4 +118,6 @@ def fields_from_flags(a: argparse.Namespace) -> dict[str, Any]:
         out["epochs"] = int(out["epochs"])  # as without --config: --epochs 8 is recorded as 8
     if "no_download" in given:
         out["download"] = not a.no_download
+    if "compile" in given:  # --compile / --no-compile: the field holds on or off (auto when neither)
+        out["compile"] = "on" if a.compile else "off"
     return out

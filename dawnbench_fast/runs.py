@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from dawnbench_fast import bench, checkpoint, dispatch, run_log, run_report
+from dawnbench_fast import bench, checkpoint, dispatch, gpu_defaults, run_log, run_report
 from dawnbench_fast.machine import load_average
 from dawnbench_fast.overrides import ConfigError
 from dawnbench_fast.task import Task
@@ -65,7 +65,8 @@ def run_seeds(recipe: Recipe, cfg: Any, a: argparse.Namespace, device: torch.dev
     """Run seeds ``cfg.seed .. cfg.seed + a.runs - 1``; print a line per run and
     the report; files go to ``a.out`` (``a.out/seedK`` with several runs).
     With ``--resume`` a finished seed is read back, a checkpointed one goes on."""
-    env = bench.environment(device, recipe.entry)
+    # what the run did of the published GPU defaults (compile, cuDNN autotuning, the clock)
+    env = {**bench.environment(device, recipe.entry), "execution": gpu_defaults.execution_record(device, cfg)}
     hardware = env["hardware"]
     tag = a.hardware_tag or bench.slug(a.hardware or hardware)
     stem = bench.submission_names(a.author, recipe.model_name, tag, "pytorch")

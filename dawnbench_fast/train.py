@@ -36,11 +36,6 @@ from dawnbench_fast.task import Evaluation, LoopConfig, Predict, StepLoss, Task,
 NVTX_DOMAIN = "dawnbench"
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 # The phases that make up the time-to-accuracy clock; every other phase
 # (data_load, warmup, display_eval, inference_eval, latency) is reported apart.
 CLOCK_PHASES = ("init", "train", "eval")
@@ -48,25 +43,58 @@ CLOCK_PHASES = ("init", "train", "eval")
 
 class Phases:
     """Wall-clock seconds per named phase (data_load, warmup, init, train,
-    eval, display_eval, latency, ...), device-synchronised. ``timer`` is
-    injectable so that tests can drive the clock."""
+    eval, display_eval, latency, ...), the device's work included.
 
-    def __init__(self, device: torch.device, timer: Callable[[], float] = time.perf_counter):
+    On CUDA (unless a ``timer`` is given) a phase is timed as the published
+    GPU records time theirs: a CUDA event recorded on the device's stream at
+    its start and one at its end, read after waiting for the end event. The
+    start event runs after the work queued before it, so no earlier work is
+    charged to the phase and the host never waits at a phase's start; the one
+    wait is at its end, never inside it (no synchronisation per step). On the
+    CPU, or with ``timer`` (tests drive the clock with it), the host's timer,
+    with the device synchronised at both ends."""
+
+    def __init__(self, device: torch.device, timer: Callable[[], float] | None = None):
         self.device = device
-        self.timer = timer
+        self.events = timer is None and device.type == "cuda"
+        self.timer = timer or time.perf_counter
         self.seconds: dict[str, float] = {}
 
     @contextmanager
     def timed(self, name: str):
         """Time a phase; it is also an nvtx range, so Nsight timelines name it."""
-        _sync(self.device)
-        t0 = self.timer()
+        stop = self._start()
         try:
             with nvtx.annotate(name, domain=NVTX_DOMAIN):
                 yield
         finally:
-            _sync(self.device)
-            self.add(name, self.timer() - t0)
+            self.add(name, stop())
+
+    def _start(self) -> Callable[[], float]:
+        """Start a reading; the returned function ends it and gives the seconds."""
+        if self.events:
+            stream = torch.cuda.current_stream(self.device)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record(stream)
+
+            def stop_events() -> float:
+                end.record(stream)
+                end.synchronize()
+                return start.elapsed_time(end) / 1000.0  # ms -> s
+
+            return stop_events
+        self._sync()
+        t0 = self.timer()
+
+        def stop_host() -> float:
+            self._sync()
+            return self.timer() - t0
+
+        return stop_host
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
 
     def add(self, name: str, seconds: float) -> None:
         self.seconds[name] = self.seconds.get(name, 0.0) + seconds
@@ -210,8 +238,9 @@ def train_epoch(task: Task, epoch: int, progress: Any = None) -> float | None:
     A nan or inf loss stops the run with the step number. The check reads the
     loss on the host every step on the CPU, where that is free; on a GPU a
     device-side record of the first bad step is read every
-    :data:`FINITE_CHECK_EVERY` steps, never a per-step synchronisation."""
-    every = 1 if task.device.type == "cpu" else FINITE_CHECK_EVERY
+    :data:`FINITE_CHECK_EVERY` steps, never a per-step synchronisation (the
+    progress bar's loss is read at those steps only, for the same reason)."""
+    every = host_read_every(task.device)
     first_step = epoch * task.steps_per_epoch
     first_bad = torch.full((), -1, dtype=torch.int64, device=task.device)
     step = first_step
@@ -228,15 +257,25 @@ def train_epoch(task: Task, epoch: int, progress: Any = None) -> float | None:
         examples += loss.examples
         if (step + 1) % every == 0:
             _raise_if_diverged(first_bad, loss)
+            # the loss shown is read where the check has just synchronised anyway
+            if progress is not None:
+                progress.set_postfix(epoch=epoch + 1, loss=f"{loss.per_example():.3f}")
         if progress is not None:
             progress.update(1)
-            progress.set_postfix(epoch=epoch + 1, loss=f"{loss.per_example():.3f}")
     _raise_if_diverged(first_bad, None)
     return loss_sum.item() / examples if examples else None
 
 
 # Steps between two reads of the device-side divergence record on a GPU.
 FINITE_CHECK_EVERY = 32
+
+
+def host_read_every(device: torch.device) -> int:
+    """Steps between the loop's reads of device values on the host (the
+    divergence record, the progress bar's loss): every step on the CPU, where
+    a read costs nothing; every :data:`FINITE_CHECK_EVERY` on a GPU, where each
+    read makes the host wait for the device."""
+    return 1 if device.type == "cpu" else FINITE_CHECK_EVERY
 
 
 def _raise_if_diverged(first_bad: torch.Tensor, loss: StepLoss | None) -> None:
@@ -253,8 +292,14 @@ def warm_up(task: Task) -> None:
     costs (kernel selection, JIT compilation, allocator growth) stay out of
     the clock. Its weights are discarded with it. A task whose epochs differ
     in shape (progressive resolution) names one epoch of each shape in
-    ``warm_up_epochs``; each gets its two steps."""
+    ``warm_up_epochs``; each gets its two steps. A task whose step changes
+    form part-way through a run (CIFAR's whitening bias freezes: a graph of
+    its own when compiled) brings the change into these steps with
+    ``prepare_warm_up()``, called after ``init_model``."""
     task.init_model()
+    prepare = getattr(task, "prepare_warm_up", None)
+    if prepare is not None:
+        prepare()
     for epoch in getattr(task, "warm_up_epochs", (0,)):
         for k, batch in enumerate(task.epoch_batches(epoch)):
             task.train_step(*batch)

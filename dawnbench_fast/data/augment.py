@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from dawnbench_fast.data.host_copy import to_device
+
 _M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -99,8 +101,8 @@ def color_jitter(x: torch.Tensor, seed: int, epoch: int, indices: np.ndarray, br
     # two independent uniforms in [-1, 1) from the high and low 24 bits
     u = np.stack([(bits >> np.uint64(40)), bits & np.uint64(0xFFFFFF)]).astype(np.float64)
     u = u / float(1 << 23) - 1.0
-    b = torch.from_numpy((brightness * u[0]).astype(np.float32)).to(x.device).view(-1, 1, 1, 1)
-    c = torch.from_numpy((1.0 + contrast * u[1]).astype(np.float32)).to(x.device).view(-1, 1, 1, 1)
+    b = to_device((brightness * u[0]).astype(np.float32), x.device).view(-1, 1, 1, 1)
+    c = to_device((1.0 + contrast * u[1]).astype(np.float32), x.device).view(-1, 1, 1, 1)
     return x.add_(b.to(x.dtype)).mul_(c.to(x.dtype))
 
 
@@ -132,17 +134,18 @@ def augment_torch(
     gather does translate + flip, then cutout and the affine normalisation."""
     dev = padded.device
     ar = torch.arange(size, device=dev)
-    ox = torch.as_tensor(params.ox, device=dev).long()
-    oy = torch.as_tensor(params.oy, device=dev).long()
-    fl = torch.as_tensor(params.flip, device=dev)
+    # the host-made parameters cross without a host synchronisation (data.host_copy)
+    ox = to_device(params.ox, dev).long()
+    oy = to_device(params.oy, dev).long()
+    fl = to_device(params.flip, dev)
     cols = torch.where(fl[:, None], size - 1 - ar, ar) + ox[:, None]
     rows = ar[None, :] + oy[:, None]
-    idx = indices.to(dev).long()
+    idx = to_device(indices, dev).long()
     out = padded[idx[:, None, None], rows[:, :, None], cols[:, None, :]]  # B,H,W,C
     x = out.float() * scale.to(dev) + shift.to(dev)
     if params.cutout > 0:
-        cx = torch.as_tensor(params.cut_x, device=dev).long()[:, None]
-        cy = torch.as_tensor(params.cut_y, device=dev).long()[:, None]
+        cx = to_device(params.cut_x, dev).long()[:, None]
+        cy = to_device(params.cut_y, dev).long()[:, None]
         in_x = (ar[None, :] >= cx) & (ar[None, :] < cx + params.cutout)
         in_y = (ar[None, :] >= cy) & (ar[None, :] < cy + params.cutout)
         mask = in_y[:, :, None] & in_x[:, None, :]

@@ -1,0 +1,85 @@
+"""What the published GPU records (airbench) do by default, done by default
+here on CUDA: ``torch.compile`` of the training step's forward and loss,
+cuDNN autotuning (``torch.backends.cudnn.benchmark``), with autocast (the
+recipe's ``precision``) and the clock read through CUDA events
+(dawnbench_fast.train.Phases) and no host synchronisation per step.
+
+Their one-off costs (compilation, cuDNN's trial runs) fall in the warm-up,
+outside the clock and timed, as in the published recipes: a throwaway task
+runs the same compiled function on the same shapes first, and the timed run
+reuses what it compiled (:func:`compiled` keeps one compiled function per
+process for that reason).
+
+On the CPU compilation stays off unless asked for (``--compile``):
+compiling the CIFAR step on this project's 2-core CPU was measured slower than
+eager (docs/FACTS.md, "This machine class"). The GPU speed of all of this is
+unmeasured (no GPU has been available to this project yet).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from dawnbench_fast.overrides import ConfigError
+
+COMPILE_CHOICES = ("auto", "on", "off")
+# torch.compile's backend; tests swap in "eager" (Dynamo's capture without code generation).
+COMPILE_BACKEND = "inductor"
+_COMPILED: dict[tuple[Callable[..., Any], str], Callable[..., Any]] = {}
+
+
+def compile_choice(flag: bool | None) -> str:
+    """The config value of ``--compile`` / ``--no-compile`` (None: neither given)."""
+    return "auto" if flag is None else ("on" if flag else "off")
+
+
+def check_compile(choice: str) -> None:
+    """A ConfigError naming the field unless ``choice`` is one of :data:`COMPILE_CHOICES`."""
+    if choice not in COMPILE_CHOICES:
+        raise ConfigError(f"--set compile={choice}: must be auto, on or off "
+                          "(auto: on CUDA only; --compile / --no-compile)")
+
+
+def compile_enabled(choice: str, device: torch.device) -> bool:
+    """Whether a run with ``compile`` = ``choice`` compiles on ``device``:
+    ``auto`` on CUDA only, ``on`` and ``off`` everywhere."""
+    check_compile(choice)
+    return choice == "on" or (choice == "auto" and device.type == "cuda")
+
+
+def compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``torch.compile(fn)``, one per function and backend for the whole process.
+
+    Dynamo keeps its compiled graphs per compiled function (and guards them
+    on the inputs' shapes, dtypes and the module's structure, not on which
+    module instance it is), so the warm-up's throwaway model and the timed
+    model share the graphs only if they share this wrapper. ``dynamic=False``:
+    every shape the run meets (one per training resolution) is compiled for
+    itself in the warm-up, rather than recompiled as a dynamic-shape graph
+    inside the clock when a second shape appears."""
+    key = (fn, COMPILE_BACKEND)
+    if key not in _COMPILED:
+        _COMPILED[key] = torch.compile(fn, backend=COMPILE_BACKEND, dynamic=False)
+    return _COMPILED[key]
+
+
+def configure_cuda(device: torch.device, deterministic: bool) -> None:
+    """cuDNN autotuning on CUDA (each convolution shape times its algorithms
+    once, in the warm-up), unless ``--deterministic`` asked for fixed ones."""
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = not deterministic
+
+
+def execution_record(device: torch.device, cfg: Any) -> dict[str, object]:
+    """run.json's ``execution``: what this run did of the GPU defaults."""
+    choice = getattr(cfg, "compile", "off")
+    return {
+        "compile": compile_enabled(choice, device),
+        "compile_choice": choice,
+        "compile_backend": COMPILE_BACKEND if compile_enabled(choice, device) else None,
+        "cudnn_benchmark": bool(device.type == "cuda" and torch.backends.cudnn.benchmark),
+        "clock": "cuda_events" if device.type == "cuda" else "host",
+    }
