@@ -394,7 +394,9 @@ def run_cli(a: argparse.Namespace) -> int:
         print(f"note: {ds.root}: files are not byte-identical to the originals "
               "(contents validated)", file=sys.stderr)
     if a.profile_steps:
-        report_dir = profile_steps(Trainer(cfg, data, device, backend), a.profile_steps,
+        # the roofline counts ops, which a compiled region hides: eager unless --compile was asked for
+        prof_cfg = dataclasses.replace(cfg, compile="off") if cfg.compile == "auto" else cfg
+        report_dir = profile_steps(Trainer(prof_cfg, data, device, backend), a.profile_steps,
                                    Path(a.out) / "profile")
         print(f"roofline report written to {report_dir}/")
         return 0

@@ -166,3 +166,15 @@ def test_cudnn_autotuning_on_cuda_unless_deterministic(monkeypatch):
     record = gpu_defaults.execution_record(torch.device("cpu"), Config())
     assert record == {"compile": False, "compile_choice": "auto", "compile_backend": None,
                       "cudnn_benchmark": False, "clock": "host"}
+
+
+def test_profile_steps_profiles_the_eager_step_unless_compile_is_asked_for(monkeypatch, tmp_path):
+    # as on CUDA, where auto compiles: the roofline counts ops, which a compiled region hides
+    monkeypatch.setattr(gpu_defaults, "compile_enabled", lambda choice, device: choice in ("auto", "on"))
+    profiled = []
+    monkeypatch.setattr(cifar, "profile_steps", lambda task, steps, out: profiled.append(task) or out)
+    base = ["--subset", "64", "--eval-subset", "100", "--data-dir", str(cifar_dir()), "--no-download",
+            "--device", "cpu", "--kernels", "torch", "--profile-steps", "1"]
+    assert cifar.main([*base, "--out", str(tmp_path / "a")]) == 0
+    assert cifar.main([*base, "--out", str(tmp_path / "b"), "--compile"]) == 0
+    assert [task.compiled for task in profiled] == [False, True]
