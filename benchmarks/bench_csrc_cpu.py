@@ -1,167 +1,141 @@
 """The CPU (OpenMP) build of csrc's kernels against the existing CPU paths, on
-this machine, at the CIFAR recipe's shapes.
+this machine, at the CIFAR recipe's shapes (pytest-benchmark; one group per
+comparison, so the table sets them side by side).
 
-    python benchmarks/bench_csrc_cpu.py [--batch 500] [--reps 7] [--json out.json]
+    python -m pytest benchmarks/bench_csrc_cpu.py [--benchmark-autosave]
+    python benchmarks/bench_csrc_cpu.py [--batch 500] [--reps 7] [--json out.json]   # the same
 
 - bn_act: BatchNorm (training) + GELU, forward + backward, at the six BN
   shapes of the CIFAR net (widths 64/256/256, 32 px input): ours
   (``dawnbench::csrc_bn_act_fwd/bwd``) vs the torch reference
   (``nn.BatchNorm2d`` + ``F.gelu``, oneDNN/ATen kernels), bf16 channels_last
-  (the recipe's CPU setting) and fp32 NCHW.
+  (the recipe's CPU setting) and fp32 NCHW. ``BENCH_BATCH`` (default 500).
 - bn_act latency: eval mode, batch 1, the six layers of one image (what the
-  DAWNBench 1-image latency runs through).
+  DAWNBench 1-image latency runs through); the figure is per image.
 - augment: crop + flip + normalise of a batch from the padded uint8 dataset:
-  ours vs the numba kernel (``data.augment_cpu``, the ``cpu`` backend's) vs
-  the torch reference.
+  ours vs the numba kernel (``data.augment_cpu``) vs the torch reference,
+  checked bit-identical before timing. ``BENCH_AUG_BATCH`` (default 2000,10000).
 
-Each figure is the median of ``--reps`` repetitions after one warm-up; the
-alternatives run in the same process on the same inputs, timed in turn within
-each repetition (so a busy machine slows them alike). The script also records
-the load average before and after.
+``BENCH_ROUNDS`` timed rounds (default 7) after one warm-up round. Each
+case's rounds run back to back (not interleaved with the other
+implementation's, as the script before did): on a busy machine compare
+within one session and look at the spread. ``extra_info`` holds the load
+average before and after each case. Needs the C++ build (skipped without it).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
-import statistics
-import time
+import sys
 
 import numpy as np
+import pytest
 import torch
+from knobs import env_int, env_ints
 
-from dawnbench_fast.csrc import native, ops
 from dawnbench_fast.data import augment as A
 from dawnbench_fast.models.layers import BatchNorm, bn_act
 
+BATCH = env_int("BENCH_BATCH", 500)
+ROUNDS = env_int("BENCH_ROUNDS", 7)
+AUG_BATCHES = env_ints("BENCH_AUG_BATCH", "2000,10000")
 # (channels, side) of the six BN layers of CifarNet(64, 256, 256) at 32 px.
 BN_SHAPES = [(64, 15), (64, 15), (256, 7), (256, 7), (256, 3), (256, 3)]
+LATENCY_CALLS = 200  # one-image passes per round: a single pass is ~0.1 ms
 
 
-def _interleaved_medians(impls: dict, reps: int) -> dict:
-    """Median seconds per implementation, the implementations timed in turn
-    within each repetition so that all see the same machine load."""
-    for fn in impls.values():
-        fn()  # warm-up (and the first-touch page faults)
-    times: dict[str, list[float]] = {name: [] for name in impls}
-    for _ in range(reps):
-        for name, fn in impls.items():
-            t = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - t)
-    return {name: statistics.median(v) for name, v in times.items()}
+def _bn_act_impl(name: str):
+    from dawnbench_fast.csrc import ops
+
+    return {"torch": bn_act, "csrc": ops.bn_act}[name]
 
 
-def bench_bn_act(batch: int, reps: int, dtype: torch.dtype, cl: bool) -> dict:
+def _timed(benchmark, fn, iterations: int = 1) -> None:
+    benchmark.extra_info["loadavg_before"] = os.getloadavg()[0]
+    benchmark.pedantic(fn, rounds=ROUNDS, iterations=iterations, warmup_rounds=1)
+    benchmark.extra_info.update(loadavg_after=os.getloadavg()[0], threads=torch.get_num_threads())
+
+
+@pytest.mark.parametrize("impl", ["torch", "csrc"])
+@pytest.mark.parametrize("dtype,layout", [(torch.bfloat16, "channels_last"), (torch.float32, "nchw")],
+                         ids=["bf16-channels_last", "fp32-nchw"])
+def test_bn_act_train(benchmark, native_build, impl, dtype, layout):
     gen = torch.Generator().manual_seed(0)
     layers = []
     for c, side in BN_SHAPES:
-        x = (torch.randn(batch, c, side, side, generator=gen) + 0.5).to(dtype)
-        if cl:
-            x = x.contiguous(memory_format=torch.channels_last)
+        x = (torch.randn(BATCH, c, side, side, generator=gen) + 0.5).to(dtype)
         g = torch.randn(x.shape, generator=gen).to(dtype)
-        g = g.contiguous(memory_format=torch.channels_last) if cl else g
+        if layout == "channels_last":
+            x, g = (t.contiguous(memory_format=torch.channels_last) for t in (x, g))
         layers.append((x.requires_grad_(), g, BatchNorm(c)))
+    fn = _bn_act_impl(impl)
 
-    def run(fn):
-        def step():
-            for x, g, bn in layers:
-                x.grad = None
-                fn(x, bn, "gelu").backward(g)
-        return step
+    def step():
+        for x, g, bn in layers:
+            x.grad = None
+            fn(x, bn, "gelu").backward(g)
 
-    elems = sum(x.numel() for x, _, _ in layers)
-    impls = {"torch (ATen/oneDNN)": run(bn_act), "csrc C++/OpenMP": run(ops.bn_act)}
-    res = _interleaved_medians(impls, reps)
-    return {"op": "bn_act fwd+bwd (gelu, training)", "dtype": str(dtype).replace("torch.", ""),
-            "layout": "channels_last" if cl else "nchw", "batch": batch, "elements": elems,
-            "seconds": res}
+    dt = str(dtype).removeprefix("torch.")
+    benchmark.group = f"bn_act fwd+bwd gelu training, six BN layers, batch {BATCH}, {dt} {layout}"
+    _timed(benchmark, step)
+    benchmark.extra_info["elements"] = sum(x.numel() for x, _, _ in layers)
 
 
-def bench_bn_act_latency(reps: int, calls: int = 200) -> dict:
-    """Eval-mode bn_act at batch 1 (the DAWNBench latency path): per-call cost
-    at the six BN shapes, bf16 channels_last, under no_grad."""
+@pytest.mark.parametrize("impl", ["torch", "csrc"])
+def test_bn_act_latency(benchmark, native_build, impl):
     gen = torch.Generator().manual_seed(0)
-    layers = []
-    for c, side in BN_SHAPES:
-        x = torch.randn(1, c, side, side, generator=gen).to(torch.bfloat16)
-        layers.append((x.contiguous(memory_format=torch.channels_last), BatchNorm(c).eval()))
+    layers = [(torch.randn(1, c, side, side, generator=gen).bfloat16().contiguous(
+        memory_format=torch.channels_last), BatchNorm(c).eval()) for c, side in BN_SHAPES]
+    fn = _bn_act_impl(impl)
 
-    def run(fn):
-        def step():
-            with torch.no_grad():
-                for _ in range(calls):
-                    for x, bn in layers:
-                        fn(x, bn, "gelu")
-        return step
+    def one_image():
+        with torch.no_grad():
+            for x, bn in layers:
+                fn(x, bn, "gelu")
 
-    res = _interleaved_medians({"torch (ATen/oneDNN)": run(bn_act),
-                                "csrc C++/OpenMP": run(ops.bn_act)}, reps)
-    per = {k: v / calls for k, v in res.items()}
-    return {"op": "bn_act eval, six layers per image (latency path)", "batch": 1,
-            "dtype": "bfloat16", "layout": "channels_last", "seconds": per}
+    benchmark.group = "bn_act eval, the six layers of one image (latency path), bf16 channels_last"
+    _timed(benchmark, one_image, iterations=LATENCY_CALLS)  # the stats are per image
 
 
-def bench_augment(batch: int, reps: int) -> dict:
-    from dawnbench_fast.data.augment_cpu import augment_cpu
-
+@pytest.fixture(scope="module")
+def augment_inputs():
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, size=(50_000, 32, 32, 3), dtype=np.uint8)
     padded = torch.from_numpy(A.pad_reflect(images, 2))
-    scale, shift = (torch.from_numpy(a) for a in A.normalisation((0.49, 0.48, 0.45),
-                                                                 (0.25, 0.24, 0.26)))
-    idx = torch.from_numpy(rng.permutation(50_000)[:batch])
+    scale, shift = (torch.from_numpy(a) for a in A.normalisation((0.49, 0.48, 0.45), (0.25, 0.24, 0.26)))
+    return padded, scale, shift, rng.permutation(50_000)
+
+
+@pytest.mark.parametrize("impl", ["torch", "numba", "csrc"])
+@pytest.mark.parametrize("batch", AUG_BATCHES)
+def test_augment(benchmark, native_build, augment_inputs, impl, batch):
+    from dawnbench_fast.csrc import ops
+    from dawnbench_fast.data.augment_cpu import augment_cpu
+
+    padded, scale, shift, order = augment_inputs
+    idx = torch.from_numpy(order[:batch])
     p = A.augment_params(0, 1, idx.numpy())
-    impls = {
-        "torch reference": lambda: A.augment_torch(padded, idx, p, scale, shift),
-        "numba (cpu backend)": lambda: augment_cpu(padded, idx, p, scale, shift),
-        "csrc C++/OpenMP": lambda: ops.augment(padded, idx, p, scale, shift),
-    }
-    ref = impls["torch reference"]()
-    for name, fn in impls.items():
-        assert torch.equal(fn(), ref), name  # same result before timing it
-    res = _interleaved_medians(impls, reps)
-    return {"op": "augment (translate 2 + flip, fp32 out)", "batch": batch,
-            "images_per_s": {k: batch / v for k, v in res.items()}, "seconds": res}
+    fn = {"torch": A.augment_torch, "numba": augment_cpu, "csrc": ops.augment}[impl]
+    # same result as the reference before it is timed
+    assert torch.equal(fn(padded, idx, p, scale, shift), A.augment_torch(padded, idx, p, scale, shift))
+    benchmark.group = f"augment translate 2 + flip, fp32 out, batch {batch}"
+    _timed(benchmark, lambda: fn(padded, idx, p, scale, shift))
+    benchmark.extra_info["images_per_s"] = batch / benchmark.stats.stats.median
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--batch", type=int, default=500, help="bn_act batch (images)")
-    ap.add_argument("--aug-batch", type=int, nargs="+", default=[2000, 10_000],
-                    help="augment batch sizes (images)")
-    ap.add_argument("--reps", type=int, default=7)
-    ap.add_argument("--json", help="also write the results here")
-    a = ap.parse_args()
-    native.load()  # build outside the timings if needed
-    load_before = os.getloadavg()
-    runs = [bench_bn_act(a.batch, a.reps, torch.bfloat16, True),
-            bench_bn_act(a.batch, a.reps, torch.float32, False),
-            bench_bn_act_latency(a.reps),
-            *(bench_augment(b, a.reps) for b in a.aug_batch)]
-    results = {
-        "machine": {"cpu": platform.processor() or platform.machine(),
-                    "threads": torch.get_num_threads(), "cores": os.cpu_count(),
-                    "torch": torch.__version__, "loadavg_before": load_before,
-                    "loadavg_after": os.getloadavg()},
-        "runs": runs,
-    }
-    print(f"threads {torch.get_num_threads()}, load average before {load_before[0]:.2f}, "
-          f"after {results['machine']['loadavg_after'][0]:.2f}")
-    for r in results["runs"]:
-        base = next(iter(r["seconds"].values()))
-        head = f"{r['op']} batch {r['batch']}" + (
-            f" {r['dtype']} {r['layout']}" if "dtype" in r else "")
-        print(head)
-        for name, s in r["seconds"].items():
-            extra = f"  {r['images_per_s'][name]:,.0f} img/s" if "images_per_s" in r else ""
-            print(f"  {name:24s} {s * 1e3:9.3f} ms  x{base / s:5.2f} vs first{extra}")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(results, f, indent=1)
+def main(argv: list[str] | None = None) -> int:
+    import script_entry
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="other arguments go to pytest")
+    ap.add_argument("--batch", type=int, help="bn_act batch (BENCH_BATCH)")
+    ap.add_argument("--aug-batch", type=int, nargs="+", help="augment batch sizes (BENCH_AUG_BATCH)")
+    ap.add_argument("--reps", type=int, help="timed rounds (BENCH_ROUNDS)")
+    ap.add_argument("--json", help="also write pytest-benchmark's JSON here")
+    a, rest = ap.parse_known_args(argv)
+    return script_entry.run(__file__, {"BENCH_BATCH": a.batch, "BENCH_AUG_BATCH": a.aug_batch,
+                                       "BENCH_ROUNDS": a.reps}, a.json, pytest_args=rest)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -2,10 +2,14 @@
 the ``cpu`` backend as registered (csrc bn_act) against the same backend with
 the torch reference bn_act swapped back in; everything else identical.
 
-    python benchmarks/bench_csrc_cpu_step.py [--batch 500] [--rounds 5]
+    python -m pytest benchmarks/bench_csrc_cpu_step.py [--benchmark-autosave]
+    python benchmarks/bench_csrc_cpu_step.py [--batch 500] [--rounds 5]   # the same
 
-The two variants alternate within each round on the same batch; medians.
-Needs the CIFAR-10 binary files (``DAWNBENCH_DATA`` or ../shared/data/cifar10).
+``BENCH_BATCH`` images per step (default 500), ``BENCH_ROUNDS`` timed steps
+(default 5) after two warm-up steps (oneDNN primitives, allocator growth),
+the same batch every round. Each variant's rounds run back to back (the
+script before alternated them within each round). Needs CIFAR-10
+(``DAWNBENCH_DATA``) and the C++ build; skipped without either.
 """
 
 from __future__ import annotations
@@ -13,54 +17,53 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import statistics
-import time
+import sys
 
+import pytest
 import torch
+from knobs import env_int
 
 from dawnbench_fast import dispatch
 from dawnbench_fast.cifar import Config, Trainer, prepare_data
-from dawnbench_fast.data.cifar10 import load_cifar10
 from dawnbench_fast.models.layers import bn_act as torch_bn_act
+from dawnbench_fast.precision import with_resolved_precision
 
-DATA = os.environ.get("DAWNBENCH_DATA", os.path.join(os.path.dirname(__file__), "..", "..",
-                                                     "shared", "data", "cifar10"))
+BATCH = env_int("BENCH_BATCH", 500)
+ROUNDS = env_int("BENCH_ROUNDS", 5)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--batch", type=int, default=500)
-    ap.add_argument("--rounds", type=int, default=5)
-    a = ap.parse_args()
-    cfg = dataclasses.replace(Config(), subset=a.batch * 3, batch_size=a.batch, kernels="cpu")
-    data = prepare_data(load_cifar10(DATA, allow_download=False), cfg, torch.device("cpu"))
-    backend = dispatch.resolve_backend("cpu", "cpu")
-    served = dispatch.op_table(backend, ["augment", "conv_group", "bn_act"])
-    trainers = {}
-    for name in ("csrc bn_act", "torch bn_act"):
-        t = Trainer(cfg, data, torch.device("cpu"), backend)
-        t.init_model()
-        if name == "torch bn_act":
-            for g in t.model.groups:
-                g.bn_act = torch_bn_act
-        batches = list(t.epoch_batches(0))
-        for b in batches[:2]:  # warm-up (oneDNN primitives, wgrad choices)
-            t.train_step(*b)
-        trainers[name] = (t, batches[2])
-    times: dict[str, list[float]] = {k: [] for k in trainers}
-    load = os.getloadavg()[0]
-    for _ in range(a.rounds):
-        for name, (t, b) in trainers.items():
-            s = time.perf_counter()
-            t.train_step(*b)
-            times[name].append(time.perf_counter() - s)
-    print(f"cpu backend ops: {served}; batch {a.batch}; threads {torch.get_num_threads()}; "
-          f"load average {load:.2f} -> {os.getloadavg()[0]:.2f}")
-    base = statistics.median(times["torch bn_act"])
-    for name, v in times.items():
-        m = statistics.median(v)
-        print(f"  {name:14s} {m * 1e3:8.1f} ms/step  {a.batch / m:7.1f} img/s  x{base / m:.3f}")
+@pytest.mark.parametrize("bn_act", ["csrc", "torch"])
+def test_train_step(benchmark, cifar10, native_build, bn_act):
+    if (reason := dispatch.unavailable_reason("cpu", torch.device("cpu"))) is not None:
+        pytest.skip(f"--kernels cpu unavailable here: {reason}")
+    cfg = dataclasses.replace(Config(), subset=BATCH * 3, batch_size=BATCH, kernels="cpu")
+    cfg, _ = with_resolved_precision(cfg, torch.device("cpu"))  # auto made concrete, as a run does
+    t = Trainer(cfg, prepare_data(cifar10, cfg, torch.device("cpu")), torch.device("cpu"), "cpu")
+    t.init_model()
+    if bn_act == "torch":
+        for g in t.model.groups:
+            g.bn_act = torch_bn_act
+    batches = list(t.epoch_batches(0))
+    for b in batches[:2]:  # warm-up: oneDNN primitives, allocator growth
+        t.train_step(*b)
+    benchmark.group = f"cpu backend training step, batch {BATCH}: csrc bn_act vs torch bn_act"
+    benchmark.extra_info["loadavg_before"] = os.getloadavg()[0]
+    benchmark.pedantic(lambda: t.train_step(*batches[2]), rounds=ROUNDS, iterations=1)
+    benchmark.extra_info.update(
+        loadavg_after=os.getloadavg()[0], threads=torch.get_num_threads(), precision=cfg.precision,
+        images_per_s=BATCH / benchmark.stats.stats.median,
+        ops=dispatch.op_table("cpu", ["augment", "conv_group", "bn_act"]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    import script_entry
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="other arguments go to pytest")
+    ap.add_argument("--batch", type=int, help="images per step (BENCH_BATCH)")
+    ap.add_argument("--rounds", type=int, help="timed steps (BENCH_ROUNDS)")
+    a, rest = ap.parse_known_args(argv)
+    return script_entry.run(__file__, {"BENCH_BATCH": a.batch, "BENCH_ROUNDS": a.rounds}, pytest_args=rest)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,111 +1,105 @@
 """The CUDA C++ kernels on a GPU against torch (and Triton, when it runs):
-each engine that can run here (the built extension ``_C``, CuPy/NVRTC).
+each engine that can run here (the built extension ``_C``, CuPy/NVRTC), under
+pytest-benchmark (one group per comparison).
 
-    python benchmarks/bench_csrc_gpu.py [--batch 2000] [--reps 20] [--json out.json]
+    python -m pytest benchmarks/bench_csrc_gpu.py [--benchmark-autosave]
+    python benchmarks/bench_csrc_gpu.py [--batch 2000] [--reps 20] [--json out.json]   # the same
 
 - bn_act: BatchNorm (training) + GELU forward + backward at the CIFAR net's six
-  BN shapes, bf16 channels_last;
+  BN shapes, bf16 channels_last; ``extra_info`` has GB/s of its 5 bf16 passes;
 - augment: crop + flip + normalise of a batch from the padded uint8 dataset on
   the GPU (bf16 output, as the trainer feeds the model);
 - gemm: fp32-accumulating fp16/bf16 GEMM vs torch.mm (cuBLAS, output in the
   input dtype) at square sizes; TFLOP/s = 2*M*N*K / time.
 
-Times are medians of ``--reps`` repetitions after warm-up, synchronised, the
-implementations timed in turn in each repetition. Without CUDA it says so and
-exits 0 (this project's CI machines have no GPU).
+``BENCH_BATCH`` (default 2000), ``BENCH_ROUNDS`` (default 20) synchronised
+rounds after two warm-up calls and two warm-up rounds. Skipped without a CUDA
+device (this project's CI machines have none), and per implementation where
+it cannot run (no extension build, no CuPy, no Triton).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
 import sys
-import time
 
 import numpy as np
+import pytest
 import torch
+from knobs import env_int
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (none here)")
+
+BATCH = env_int("BENCH_BATCH", 2000)
+ROUNDS = env_int("BENCH_ROUNDS", 20)
+IMPLS = ["torch", "csrc-extension", "csrc-cupy", "triton"]
 
 
-def _timed(impls: dict, reps: int) -> dict:
-    for fn in impls.values():
-        fn()
-        fn()
-    torch.cuda.synchronize()
-    times: dict[str, list[float]] = {k: [] for k in impls}
-    for _ in range(reps):
-        for name, fn in impls.items():
-            torch.cuda.synchronize()
-            t = time.perf_counter()
-            fn()
-            torch.cuda.synchronize()
-            times[name].append(time.perf_counter() - t)
-    return {k: statistics.median(v) for k, v in times.items()}
+def _implementation(impl: str, op: str, torch_fn, csrc_fn):
+    """The function of ``impl`` for ``op`` (csrc ones pin their engine), or a skip."""
+    if impl == "torch":
+        return torch_fn
+    if impl == "triton":
+        try:
+            from dawnbench_fast import dispatch
 
-
-def _engines() -> list[str]:
+            reason = dispatch.unavailable_reason("triton", torch.device("cuda"))
+        except Exception as e:  # Triton missing or broken: no Triton row
+            reason = f"{type(e).__name__}: {e}"
+        if reason is not None:
+            pytest.skip(f"triton: {reason}")
+        return dispatch.get_op(op, "triton")
     from dawnbench_fast.csrc import cupy_path, ops
 
-    out = []
-    if ops._extension_reason() is None:
-        out.append("extension")
-    if cupy_path.unavailable_reason() is None:
-        out.append("cupy")
-    return out
+    engine = impl.removeprefix("csrc-")
+    reason = ops._extension_reason() if engine == "extension" else cupy_path.unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"{impl}: {reason}")
 
-
-def _with_engine(engine: str, fn):
-    from dawnbench_fast.csrc import ops
-
-    def run():
+    def pinned(*args, **kwargs):
         ops._ENGINE["cuda"] = engine
-        return fn()
-    return run
+        return csrc_fn(*args, **kwargs)
+    return pinned
 
 
-def _triton_op(op: str):
-    try:
-        from dawnbench_fast import dispatch
+def _timed(benchmark, fn) -> float:
+    """Median seconds of ``fn``, synchronised, after warm-up."""
+    def call():
+        fn()
+        torch.cuda.synchronize()
 
-        if dispatch.unavailable_reason("triton", torch.device("cuda")) is None:
-            return dispatch.get_op(op, "triton")
-    except Exception:  # Triton missing or broken: leave it out of the table
-        return None
-    return None
+    call()
+    call()
+    benchmark.pedantic(call, rounds=ROUNDS, iterations=1, warmup_rounds=2)
+    benchmark.extra_info["device"] = torch.cuda.get_device_name()
+    return benchmark.stats.stats.median
 
 
-def bench_bn_act(batch: int, reps: int, engines: list[str]) -> dict:
+@pytest.mark.parametrize("impl", IMPLS)
+def test_bn_act(benchmark, impl):
     from dawnbench_fast.csrc import ops
     from dawnbench_fast.models.layers import BatchNorm, bn_act
 
-    shapes = [(64, 15), (64, 15), (256, 7), (256, 7), (256, 3), (256, 3)]
+    fn = _implementation(impl, "bn_act", bn_act, ops.bn_act)
     layers = []
-    for c, side in shapes:
-        x = torch.randn(batch, c, side, side, device="cuda").to(torch.bfloat16)
+    for c, side in [(64, 15), (64, 15), (256, 7), (256, 7), (256, 3), (256, 3)]:
+        x = torch.randn(BATCH, c, side, side, device="cuda").to(torch.bfloat16)
         x = x.contiguous(memory_format=torch.channels_last).requires_grad_()
-        g = torch.randn_like(x)
-        layers.append((x, g, BatchNorm(c).cuda()))
+        layers.append((x, torch.randn_like(x), BatchNorm(c).cuda()))
 
-    def run(fn):
-        def step():
-            for x, g, bn in layers:
-                x.grad = None
-                fn(x, bn, "gelu").backward(g)
-        return step
+    def step():
+        for x, g, bn in layers:
+            x.grad = None
+            fn(x, bn, "gelu").backward(g)
 
-    impls = {"torch": run(bn_act)}
-    for e in engines:
-        impls[f"csrc ({e})"] = _with_engine(e, run(ops.bn_act))
-    tri = _triton_op("bn_act")
-    if tri is not None:
-        impls["triton"] = run(tri)
+    benchmark.group = f"bn_act fwd+bwd gelu bf16 channels_last, batch {BATCH}"
+    t = _timed(benchmark, step)
     nbytes = sum(5 * x.numel() * 2 for x, _, _ in layers)  # x twice, y, dy, dx (bf16)
-    res = _timed(impls, reps)
-    return {"op": "bn_act fwd+bwd gelu bf16 channels_last", "batch": batch, "seconds": res,
-            "GB/s (5 passes of bf16)": {k: nbytes / v / 1e9 for k, v in res.items()}}
+    benchmark.extra_info["gbps_5_passes"] = nbytes / t / 1e9
 
 
-def bench_augment(batch: int, reps: int, engines: list[str]) -> dict:
+@pytest.mark.parametrize("impl", IMPLS)
+def test_augment(benchmark, impl):
     from dawnbench_fast.csrc import ops
     from dawnbench_fast.data import augment as A
 
@@ -113,64 +107,39 @@ def bench_augment(batch: int, reps: int, engines: list[str]) -> dict:
     images = rng.integers(0, 256, size=(50_000, 32, 32, 3), dtype=np.uint8)
     padded = torch.from_numpy(A.pad_reflect(images, 2)).cuda()
     scale, shift = (torch.from_numpy(a).cuda() for a in A.normalisation((0.5,) * 3, (0.25,) * 3))
-    idx = torch.from_numpy(rng.permutation(50_000)[:batch]).cuda()
+    idx = torch.from_numpy(rng.permutation(50_000)[:BATCH]).cuda()
     p = A.augment_params(0, 1, idx.cpu().numpy())
-    impls = {"torch": lambda: A.augment_torch(padded, idx, p, scale, shift).to(torch.bfloat16)}
-    for e in engines:
-        impls[f"csrc ({e})"] = _with_engine(
-            e, lambda: ops.augment(padded, idx, p, scale, shift, out_dtype=torch.bfloat16))
-    tri = _triton_op("augment")
-    if tri is not None:
-        impls["triton"] = lambda: tri(padded, idx, p, scale, shift, out_dtype=torch.bfloat16)
-    res = _timed(impls, reps)
-    return {"op": "augment -> bf16", "batch": batch, "seconds": res,
-            "images/s": {k: batch / v for k, v in res.items()}}
+    fn = _implementation(impl, "augment",
+                         lambda *a, out_dtype: A.augment_torch(*a).to(out_dtype), ops.augment)
+    benchmark.group = f"augment -> bf16, batch {BATCH}"
+    t = _timed(benchmark, lambda: fn(padded, idx, p, scale, shift, out_dtype=torch.bfloat16))
+    benchmark.extra_info["images_per_s"] = BATCH / t
 
 
-def bench_gemm(n: int, dtype: torch.dtype, reps: int, engines: list[str]) -> dict:
+@pytest.mark.parametrize("impl", ["torch", "csrc-extension", "csrc-cupy"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("n", [1024, 4096])
+def test_gemm(benchmark, impl, dtype, n):
     from dawnbench_fast.csrc import ops
 
+    fn = _implementation(impl, "gemm", torch.mm, ops.gemm_mma)
     a = torch.randn(n, n, device="cuda").to(dtype)
     b = torch.randn(n, n, device="cuda").to(dtype)
-    impls = {"torch.mm (cuBLAS)": lambda: a @ b}
-    for e in engines:
-        impls[f"csrc ({e})"] = _with_engine(e, lambda: ops.gemm_mma(a, b))
-    res = _timed(impls, reps)
-    return {"op": f"gemm {n}^3 {str(dtype).replace('torch.', '')}", "seconds": res,
-            "TFLOP/s": {k: 2 * n**3 / v / 1e12 for k, v in res.items()}}
+    benchmark.group = f"gemm {n}^3 {str(dtype).removeprefix('torch.')}"
+    t = _timed(benchmark, lambda: fn(a, b))
+    benchmark.extra_info["tflops"] = 2 * n**3 / t / 1e12
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--batch", type=int, default=2000)
-    ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--json")
-    a = ap.parse_args()
-    if not torch.cuda.is_available():
-        print("bench_csrc_gpu: no CUDA device here; nothing measured")
-        return 0
-    engines = _engines()
-    if not engines:
-        from dawnbench_fast.csrc import ops
+def main(argv: list[str] | None = None) -> int:
+    import script_entry
 
-        print(f"bench_csrc_gpu: {ops._extension_reason()}; and no CuPy")
-        return 1
-    runs = [bench_bn_act(a.batch, a.reps, engines), bench_augment(a.batch, a.reps, engines)]
-    for n in (1024, 4096):
-        for dt in (torch.float16, torch.bfloat16):
-            runs.append(bench_gemm(n, dt, a.reps, engines))
-    out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-           "engines": engines, "runs": runs}
-    for r in runs:
-        print(r["op"], f"batch {r['batch']}" if "batch" in r else "")
-        extra_key = next((k for k in r if k not in ("op", "batch", "seconds")), None)
-        for k, s in r["seconds"].items():
-            extra = f"  {r[extra_key][k]:,.1f} {extra_key}" if extra_key else ""
-            print(f"  {k:22s} {s * 1e3:9.3f} ms{extra}")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(out, f, indent=1)
-    return 0
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="other arguments go to pytest")
+    ap.add_argument("--batch", type=int, help="bn_act and augment batch (BENCH_BATCH)")
+    ap.add_argument("--reps", type=int, help="timed rounds (BENCH_ROUNDS)")
+    ap.add_argument("--json", help="also write pytest-benchmark's JSON here")
+    a, rest = ap.parse_known_args(argv)
+    return script_entry.run(__file__, {"BENCH_BATCH": a.batch, "BENCH_ROUNDS": a.reps}, a.json,
+                            pytest_args=rest)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,9 @@ procedure's, not a seed's).
 Accuracy and share are computed over all 10,000 test images from their
 one-view and 6-view logits (as tta.selective_tta_logits combines them);
 latency is timed one image at a time over the first ``--images`` images.
+A study of a trained model, not a timing of kernels or steps: it stays a
+script beside the pytest-benchmark files (docs/PERFORMANCE.md, "How to run,
+save and compare the benchmarks").
 """
 
 from __future__ import annotations

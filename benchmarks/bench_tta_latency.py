@@ -1,22 +1,36 @@
 """One-image latency of the 6-view TTA: each view its own forward (as before)
 against all six views stacked into one forward (cifar.tta_logits), on the
-recipe's BN-folded net, interleaved, same process.
+recipe's BN-folded net, under pytest-benchmark (the figures are per image).
 
-    python benchmarks/bench_tta_latency.py [--images 300] [--rounds 5]
+    python -m pytest benchmarks/bench_tta_latency.py [--benchmark-autosave]
+    python benchmarks/bench_tta_latency.py [--images 300] [--rounds 5]   # the same
+
+Each round classifies ``BENCH_IMAGES`` images (default 300) one at a time,
+the result read back as a run's latency does; ``BENCH_ROUNDS`` rounds
+(default 5) after one warm-up round, each procedure's back to back (the
+script before alternated them within each round). Random weights and
+images: the time does not depend on them. Precision: the recipe's default
+(auto) as resolved on this CPU.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
+import sys
 
+import pytest
 import torch
 import torch.nn.functional as F
+from knobs import env_int
 
+from dawnbench_fast import dispatch
 from dawnbench_fast.cifar import Config, build_model, inference_net
+from dawnbench_fast.precision import resolve_precision
 from dawnbench_fast.runtime import autocast
 from dawnbench_fast.tta import tta_logits
+
+IMAGES = env_int("BENCH_IMAGES", 300)
+ROUNDS = env_int("BENCH_ROUNDS", 5)
 
 
 def per_view(model, x: torch.Tensor) -> torch.Tensor:
@@ -29,36 +43,38 @@ def per_view(model, x: torch.Tensor) -> torch.Tensor:
     return 0.5 * mirrored(x) + 0.25 * (mirrored(padded[..., :h, :w]) + mirrored(padded[..., 2:, 2:]))
 
 
-def ms_per_image(predict, images: torch.Tensor) -> float:
-    predict(images[:1]).argmax(1).item()
-    t0 = time.perf_counter()
-    for i in range(len(images)):
-        predict(images[i : i + 1]).argmax(1).item()
-    return (time.perf_counter() - t0) * 1000 / len(images)
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--images", type=int, default=300)
-    ap.add_argument("--rounds", type=int, default=5)
-    a = ap.parse_args()
-    cfg = Config()
-    device = torch.device("cpu")
+@pytest.mark.parametrize("procedure", ["per_view", "stacked"])
+def test_tta_latency(benchmark, procedure):
+    cfg, device = Config(), torch.device("cpu")
+    precision = resolve_precision(cfg.precision, device).precision
     torch.manual_seed(0)
-    model = build_model(cfg, device, "cpu")
+    model = build_model(cfg, device, dispatch.resolve_backend("auto", device))  # cpu where it runs
     model.init_whitening(torch.randn(500, 3, 32, 32), eps=cfg.whiten_eps)
-    images = torch.randn(a.images, 3, 32, 32).contiguous(memory_format=torch.channels_last)
-    with torch.no_grad(), autocast(cfg.precision, device):
+    images = torch.randn(IMAGES, 3, 32, 32).contiguous(memory_format=torch.channels_last)
+    with torch.no_grad(), autocast(precision, device):
         net = inference_net(model)
-        times: dict[str, list[float]] = {"per view": [], "stacked": []}
-        for _ in range(a.rounds):
-            times["per view"].append(ms_per_image(lambda x: per_view(net, x), images))
-            times["stacked"].append(ms_per_image(lambda x: tta_logits(net, x, 2), images))
-    med = {k: statistics.median(v) for k, v in times.items()}
-    for k, v in times.items():
-        print(f"{k:9}: median {med[k]:.3f} ms/image over {a.rounds} rounds ({min(v):.3f}-{max(v):.3f})")
-    print(f"speed-up: {med['per view'] / med['stacked']:.2f}x  (threads {torch.get_num_threads()})")
+        views = {"per_view": lambda x: per_view(net, x), "stacked": lambda x: tta_logits(net, x, 2)}
+        predict, n = views[procedure], iter(range(10**9))
+
+        def one_image():  # the next image each call, round after round
+            i = next(n) % IMAGES
+            predict(images[i : i + 1]).argmax(1).item()
+
+        benchmark.group = f"one-image latency, 6-view TTA, {precision}"
+        benchmark.pedantic(one_image, rounds=ROUNDS, iterations=IMAGES, warmup_rounds=1)
+    benchmark.extra_info.update(ms_per_image=1e3 * benchmark.stats.stats.median,
+                                threads=torch.get_num_threads(), precision=precision)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import script_entry
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog="other arguments go to pytest")
+    ap.add_argument("--images", type=int, help="images per round (BENCH_IMAGES)")
+    ap.add_argument("--rounds", type=int, help="timed rounds (BENCH_ROUNDS)")
+    a, rest = ap.parse_known_args(argv)
+    return script_entry.run(__file__, {"BENCH_IMAGES": a.images, "BENCH_ROUNDS": a.rounds}, pytest_args=rest)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
