@@ -393,10 +393,11 @@ def accuracy(predict: Predict,
     batches. ``predict`` carries the test-time augmentation, if any."""
     correct = correct5 = total = 0
     for x, y in batches:
-        logits = predict(x)
-        correct += (logits.argmax(1) == y).sum().item()
-        if top5:
-            correct5 += (logits.topk(5, 1).indices == y[:, None]).any(1).sum().item()
+        with nvtx.annotate("eval_batch", domain=NVTX_DOMAIN):  # Nsight names each batch
+            logits = predict(x)
+            correct += (logits.argmax(1) == y).sum().item()
+            if top5:
+                correct5 += (logits.topk(5, 1).indices == y[:, None]).any(1).sum().item()
         total += len(y)
     return correct / total, (correct5 / total if top5 else None)
 

@@ -8,8 +8,11 @@ The views and weights are airbench's: the image and its mirror, and at level
 
 from __future__ import annotations
 
+import nvtx
 import torch
 import torch.nn.functional as F
+
+from dawnbench_fast.train import NVTX_DOMAIN
 
 # Level -> the weights of its views (tta_views' order): 1: the image and its
 # mirror; 2: that pair at 0.5 plus the mirrored pairs shifted by -1 and +1 px
@@ -39,7 +42,8 @@ def tta_logits(model: torch.nn.Module, x: torch.Tensor, level: int,
     if len(views) == 1:
         return model(x) if first is None else first
     todo = views if first is None else views[1:]
-    out = model(torch.cat(todo)).unflatten(0, (len(todo), len(x)))
+    with nvtx.annotate("tta_views", domain=NVTX_DOMAIN):  # Nsight names the views' forward
+        out = model(torch.cat(todo)).unflatten(0, (len(todo), len(x)))
     if first is not None:
         out = torch.cat([first.to(out.dtype)[None], out])
     weights = torch.tensor(TTA_WEIGHTS[level], dtype=out.dtype, device=out.device)
@@ -53,7 +57,8 @@ def selective_tta_logits(model: torch.nn.Module, x: torch.Tensor, level: int,
     result depends on that row alone, so batching does not change a prediction."""
     if level == 0 or below >= 1.0:
         return tta_logits(model, x, level)
-    first = model(x)
+    with nvtx.annotate("tta_one_view", domain=NVTX_DOMAIN):
+        first = model(x)
     pick = (first.float().softmax(1).amax(1) < below).nonzero().squeeze(1)
     if len(pick) == 0:
         return first
