@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from dawnbench_fast import runtime
+from dawnbench_fast import gpu_info, runtime
 from dawnbench_fast.machine import cpu_info, cpu_model
 from dawnbench_fast.train import EpochRow, LoopResult
 
@@ -110,6 +110,7 @@ def environment(device: torch.device, entry: str) -> dict[str, object]:
         "cpu": cpu_model(),
         "cpu_info": cpu_info(),
         "threads": torch.get_num_threads(),
+        "gpu": gpu_info.gpu_record(device),
         "malloc": runtime.malloc_mode(),
         "command": [sys.executable, "-m", entry, *sys.argv[1:]],
         "platform": platform.platform(),
@@ -281,9 +282,10 @@ def run_line(s: dict, target: float) -> str:
 
 
 def report_text(runs: list[dict], cfg: Any, cost_per_hour: float | None, hardware: str,
-                backend: str, dataset: str = "CIFAR-10") -> str:
+                backend: str, dataset: str = "CIFAR-10", gpu: dict | None = None) -> str:
     """The summary printed after the runs (``runs``: run.json ``result``s;
-    ``cfg``: the recipe's config, read for ``precision`` and ``target``)."""
+    ``cfg``: the recipe's config, read for ``precision`` and ``target``;
+    ``gpu``: run.json's ``gpu``, for its driver, clocks and power limit)."""
     rows = []
     for s in runs:
         lat = "-" if s["latency_ms"] is None else f"{s['latency_ms']:.3f}"
@@ -293,6 +295,8 @@ def report_text(runs: list[dict], cfg: Any, cost_per_hour: float | None, hardwar
     lines = [f"\nDAWNBench {dataset} report: {hardware}, kernels={backend}, "
              f"precision={cfg.precision}, target {100 * cfg.target:.2f}% top-1",
              table(["seed", "top-1 %", "TTA s", "epoch", "train cost", "latency ms"], rows)]
+    if gpu and gpu.get("nvml"):
+        lines.insert(1, gpu_line(gpu))
     lines += _outcome_lines(runs, cost_per_hour)
     lines.append("\nwhere the time goes (mean seconds per run; the clock = init + train + eval):")
     lines.append(table(["phase", "seconds"],
@@ -312,6 +316,12 @@ def _outcome_lines(runs: list[dict], cost_per_hour: float | None) -> list[str]:
         lines.append(f"time to target (runs that reached it): {tm:.1f} +- {tsd:.1f} s")
         if cost_per_hour is not None:
             lines.append(f"training cost: ${train_cost(tm, cost_per_hour):.4f} per run")
+    energy = [s["gpu_energy_joules"] for s in runs if s.get("gpu_energy_joules")]
+    if energy:
+        run_kj = mean_std([e["run"] / 1e3 for e in energy])[0]
+        clock_kj = mean_std([e["clock"] / 1e3 for e in energy])[0]
+        lines.append(f"GPU energy: {run_kj:.2f} kJ per run ({run_kj / 3600:.4f} kWh; {clock_kj:.2f} kJ "
+                     "on the clock)")
     lat = [s["latency_ms"] for s in runs if s["latency_ms"] is not None]
     if lat:
         lm, _ = mean_std(lat)
@@ -320,6 +330,17 @@ def _outcome_lines(runs: list[dict], cost_per_hour: float | None) -> list[str]:
             f"; inference cost ${per_image:.3e}/image, ${per_image * 1e4:.4f} per 10,000")
         lines.append(f"one-image latency: {lm:.3f} ms, {_procedure(runs[-1])}" + cost)
     return lines
+
+
+def gpu_line(gpu: dict) -> str:
+    """run.json's ``gpu`` in one line: driver, maximum clocks, power limit."""
+    def mhz(v: object) -> str:
+        return "?" if v is None else f"{v} MHz"
+
+    watts = "?" if gpu.get("power_limit_w") is None else f"{gpu['power_limit_w']:.0f} W"
+    top = gpu.get("max_clocks_mhz") or {}
+    return (f"GPU: {gpu['name']}, driver {gpu.get('driver_version') or '?'}, max clocks SM "
+            f"{mhz(top.get('sm'))} / memory {mhz(top.get('memory'))}, power limit {watts}")
 
 
 def _procedure(s: dict) -> str:

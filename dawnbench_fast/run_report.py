@@ -142,6 +142,18 @@ def epoch_table(run: dict, log: list[dict]) -> str:
     return "<table>" + "\n".join(rows) + "</table>"
 
 
+def gpu_html(runs: list[tuple[dict, list[dict]]]) -> str:
+    """The GPU (driver, clocks, power limit) and each run's energy, where NVML gave them."""
+    gpu = runs[0][0].get("gpu") or {}
+    parts = [bench.gpu_line(gpu)] if gpu.get("nvml") else []
+    energy = [(run["result"]["seed"], run["result"].get("gpu_energy_joules")) for run, _ in runs]
+    if any(j for _, j in energy):
+        parts.append("GPU energy per run: " + ", ".join(
+            f"seed {seed}: {j['run'] / 1e3:.2f} kJ ({j['clock'] / 1e3:.2f} kJ on the clock)"
+            for seed, j in energy if j))
+    return "".join(f"<p>{html.escape(line)}</p>" for line in parts)
+
+
 STYLE = """body { font-family: sans-serif; margin: 1.5em; max-width: 70em; }
 table { border-collapse: collapse; font-size: 13px; margin-bottom: 1em; }
 td, th { border: 1px solid #ccc; padding: 2px 8px; text-align: right; }
@@ -169,6 +181,7 @@ precision {e(str(first["config"].get("precision")))}, target {target:.2f}% top-1
 git {e(str(git.get("sha")))}{" (uncommitted changes)" if git.get("dirty") else ""},
 torch {e(str(first["versions"].get("torch")))}<br>
 command: <code>{e(" ".join(first["command"]))}</code></p>
+{gpu_html(runs)}
 <h2>Summary</h2>
 {summary_table(runs)}
 <p>Time to target is DAWNBench's time to accuracy: the clock (init + training + every charged

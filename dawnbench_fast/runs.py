@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from dawnbench_fast import bench, checkpoint, dispatch, gpu_defaults, run_log, run_report
+from dawnbench_fast import bench, checkpoint, dispatch, gpu_defaults, gpu_info, run_log, run_report
 from dawnbench_fast.machine import load_average
 from dawnbench_fast.overrides import ConfigError
 from dawnbench_fast.task import Task
@@ -87,7 +87,7 @@ def run_seeds(recipe: Recipe, cfg: Any, a: argparse.Namespace, device: torch.dev
             raise
         summaries.append(summary)
         print(bench.run_line(summary, cfg.target), flush=True)
-    print(bench.report_text(summaries, cfg, a.cost_per_hour, hardware, backend, recipe.dataset))
+    print(bench.report_text(summaries, cfg, a.cost_per_hour, hardware, backend, recipe.dataset, env["gpu"]))
     if a.runs > 1:
         bench.write_json(out / "summary.json", {"config": dataclasses.asdict(cfg), "runs": summaries})
         seeds = range(cfg.seed, cfg.seed + a.runs)
@@ -127,12 +127,18 @@ def run_one(ctx: _Context, cfg: Any, run_dir: Path) -> dict:
     measurements, DAWNBench files and run.json; returns run.json's ``result``."""
     a = ctx.args
     load_before = load_average()  # run.json: was the machine idle?
-    phases = Phases(ctx.device)
+    energy = gpu_info.energy_reader(ctx.device)  # None off the GPU, without NVML or a counter
+    joules_before = energy() if energy is not None else None
+    phases = Phases(ctx.device, energy=energy)
     phases.add("data_load", ctx.data_load_s)
     task, result, resumed = train_resumable(ctx, cfg, run_dir, phases)
     entry = inference(task, result, a, phases, cfg.target)
+    gpu = {"gpu_energy_joules": None if energy is None else {
+        "run": energy() - joules_before, "clock": phases.clock_joules, "phases": dict(phases.joules)},
+        "gpu_clocks_mhz_after": gpu_info.clocks_now(ctx.device)}
     summary = write_outputs(ctx, cfg, run_dir, task, result, entry, phases)
     summary.update(resumed)
+    summary.update(gpu)
     bench.write_json(run_dir / "run.json", bench.run_json(
         env={**ctx.env, "loadavg": {"before": load_before, "after": load_average()}},
         config=dataclasses.asdict(cfg), backend=ctx.backend, ops=ctx.ops, data=ctx.recipe.data,

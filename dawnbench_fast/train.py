@@ -54,21 +54,29 @@ class Phases:
     CPU, or with ``timer`` (tests drive the clock with it), the host's timer,
     with the device synchronised at both ends."""
 
-    def __init__(self, device: torch.device, timer: Callable[[], float] | None = None):
+    def __init__(self, device: torch.device, timer: Callable[[], float] | None = None,
+                 energy: Callable[[], float] | None = None):
+        """``energy``: a reading of the GPU's energy counter in joules
+        (dawnbench_fast.gpu_info.energy_reader), for the joules of each phase."""
         self.device = device
         self.events = timer is None and device.type == "cuda"
         self.timer = timer or time.perf_counter
+        self.energy = energy
         self.seconds: dict[str, float] = {}
+        self.joules: dict[str, float] = {}
 
     @contextmanager
     def timed(self, name: str):
         """Time a phase; it is also an nvtx range, so Nsight timelines name it."""
+        joules = self.energy() if self.energy is not None else 0.0  # outside the timed span
         stop = self._start()
         try:
             with nvtx.annotate(name, domain=NVTX_DOMAIN):
                 yield
         finally:
             self.add(name, stop())
+            if self.energy is not None:  # read after the phase's work has finished (stop waited)
+                self.joules[name] = self.joules.get(name, 0.0) + self.energy() - joules
 
     def _start(self) -> Callable[[], float]:
         """Start a reading; the returned function ends it and gives the seconds."""
@@ -103,6 +111,11 @@ class Phases:
     def clock(self) -> float:
         """The time-to-accuracy clock so far: init + training + charged evaluations."""
         return sum(self.seconds.get(k, 0.0) for k in CLOCK_PHASES)
+
+    @property
+    def clock_joules(self) -> float | None:
+        """The GPU's energy over the clock's phases so far (None without a reading)."""
+        return None if self.energy is None else sum(self.joules.get(k, 0.0) for k in CLOCK_PHASES)
 
 
 @dataclass
