@@ -51,6 +51,7 @@ svg {{ max-width: 100%; height: auto; }}
 <h1>Roofline report</h1>
 <p>Source: {e(rep.source)}<br>Device: {e(p.name)} ({e(p.kind)}); roofs: {roofs};
 bandwidth {si(p.bandwidth, 'B/s')} ({e(p.source.get('bandwidth', ''))})<br>
+{e(p.notes) + '<br>' if p.notes else ''}
 Time basis: {'GPU kernel time' if rep.time_basis == 'device' else 'host op time'}
 {f', {rep.steps} steps' if rep.steps else ''}</p>
 {warn}

@@ -28,6 +28,7 @@ def render_text(rep: Report, max_rows: int | None = 60) -> str:
         + ", ".join(f"{k} {si(v, 'FLOP/s')}" for k, v in sorted(p.flops.items()))
         + f", bandwidth {si(p.bandwidth, 'B/s')}",
         "  sources: " + "; ".join(f"{k}: {v}" for k, v in p.source.items()),
+        *([f"  {p.notes}"] if p.notes else []),  # e.g. the clock the GPU table was scaled to
         f"Time basis: {'GPU kernel time' if rep.time_basis == 'device' else 'host op time'}"
         + (f", {rep.steps} steps" if rep.steps else ""),
         f"Conventions: {CONVENTIONS}",
