@@ -28,7 +28,6 @@ from dawnbench_fast.analyze.run_records import RunRecord
 from dawnbench_fast.analyze.stats import describe, reached_fraction
 from dawnbench_fast.analyze.training_runs import Arm, resolve_config
 from dawnbench_fast.bench import table
-from dawnbench_fast.overrides import ConfigError
 
 COMMAND = "batch-size"
 DEFAULT_RUNS = 2
@@ -51,16 +50,8 @@ def add_parser(sub: Any) -> None:
 
 def parse_sizes(text: str) -> tuple[int, ...]:
     """``256,512`` -> (256, 512), sorted; a one-line error for anything else."""
-    try:
-        sizes = [int(v) for v in text.split(",")]
-    except ValueError:
-        raise ConfigError(f"--sizes {text}: expected comma-separated batch sizes, e.g. 256,512,1024,2000") \
-            from None
-    if min(sizes) < 1:
-        raise ConfigError(f"--sizes {text}: batch sizes must be >= 1")
-    if len(set(sizes)) != len(sizes):
-        raise ConfigError(f"--sizes {text}: a batch size is repeated")
-    return tuple(sorted(sizes))
+    return study_cli.comma_list("--sizes", text, int, "256,512,1024,2000", lambda v: v >= 1,
+                                "batch sizes must be >= 1")
 
 
 def scaled_lrs(lr_filters: float, recipe_batch: int, batch: int, rule: str = "sqrt") -> dict[str, float]:

@@ -32,6 +32,21 @@ QUICK_TARGET = 0.35
 QUICK_RUNS = 2
 
 
+def comma_list(flag: str, text: str, convert: type, example: str, in_range, range_text: str) -> tuple:
+    """``flag``'s comma-separated values, converted, checked and sorted; a
+    one-line error naming the flag for a value that does not convert, is out
+    of range (``in_range(v)`` false) or is repeated."""
+    try:
+        values = [convert(v) for v in text.split(",")]
+    except ValueError:
+        raise ConfigError(f"{flag} {text}: expected comma-separated values, e.g. {example}") from None
+    if not all(in_range(v) for v in values):
+        raise ConfigError(f"{flag} {text}: {range_text}")
+    if len(set(values)) != len(values):
+        raise ConfigError(f"{flag} {text}: a value is repeated")
+    return tuple(sorted(values))
+
+
 def split_trainer_args(argv: list[str]) -> tuple[list[str], list[str]]:
     """(the analysis's own arguments, the trainer flags after ``--``)."""
     if "--" in argv:

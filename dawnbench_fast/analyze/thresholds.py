@@ -20,7 +20,6 @@ from dawnbench_fast.analyze.run_records import RunRecord
 from dawnbench_fast.analyze.stats import describe, reached_fraction
 from dawnbench_fast.analyze.training_runs import Arm
 from dawnbench_fast.bench import table
-from dawnbench_fast.overrides import ConfigError
 
 COMMAND = "thresholds"
 DEFAULT_RUNS = 5
@@ -42,16 +41,9 @@ def add_parser(sub: Any) -> None:
 
 def parse_thresholds(text: str) -> tuple[float, ...]:
     """``0.9,0.94`` -> (0.9, 0.94), sorted; a one-line error for anything else."""
-    try:
-        values = [float(v) for v in text.split(",")]
-    except ValueError:
-        raise ConfigError(f"--thresholds {text}: expected comma-separated fractions, e.g. 0.9,0.92,0.94") \
-            from None
-    if not all(0.0 < v <= 1.0 for v in values):  # written so that nan fails
-        raise ConfigError(f"--thresholds {text}: each must be a fraction in (0, 1]: 0.94 means 94%")
-    if len(set(values)) != len(values):
-        raise ConfigError(f"--thresholds {text}: a threshold is repeated")
-    return tuple(sorted(values))
+    # written so that nan fails the range check
+    return study_cli.comma_list("--thresholds", text, float, "0.9,0.92,0.94", lambda v: 0.0 < v <= 1.0,
+                                "each must be a fraction in (0, 1]: 0.94 means 94%")
 
 
 def run(a: argparse.Namespace) -> int:
