@@ -143,10 +143,16 @@ class Trainer:
 
     def prepare_warm_up(self) -> None:
         """Compiled, the step with the whitening bias trained and the step with
-        it frozen are two graphs: the throwaway warm-up task freezes it after
-        its first step, so that both compile in the warm-up, not on the clock."""
-        if self.compiled and self.whiten_bias_steps > 0:
-            self.whiten_bias_steps = 1
+        it frozen are two graphs per training resolution: the throwaway warm-up
+        task trains it at its even steps only, so that the two steps of each
+        warm-up epoch compile both, in the warm-up rather than on the clock."""
+        self.alternate_whiten_bias = self.compiled and self.whiten_bias_steps > 0
+
+    def whiten_bias_grad(self) -> bool:
+        """Whether this step trains the whitening bias (it freezes after ``whiten_bias_steps``)."""
+        if getattr(self, "alternate_whiten_bias", False):
+            return self.step % 2 == 0
+        return self.step < self.whiten_bias_steps
 
     def init_model(self) -> None:
         """Build the net from the seed and set its whitening filters."""
@@ -199,7 +205,7 @@ class Trainer:
         cfg, model = self.cfg, self.model
         self.splits.start()
         model.train()
-        loss = self.forward_loss(model, x, self.data.train_labels[idx], self.step < self.whiten_bias_steps,
+        loss = self.forward_loss(model, x, self.data.train_labels[idx], self.whiten_bias_grad(),
                                  cfg.precision, cfg.label_smoothing)
         self.splits.mark("forward")
         loss.backward()

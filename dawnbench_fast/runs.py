@@ -152,6 +152,15 @@ def run_one(ctx: _Context, cfg: Any, run_dir: Path) -> dict:
     return summary
 
 
+def warm_up_config(cfg: Any) -> Any:
+    """The config of the warm-up's throwaway task: a seed of its own, so that
+    nothing it touches depends on the run's seed (it may only choose kernels
+    and compile), and the run's length, so that its ``warm_up_epochs`` name an
+    epoch of every training resolution the run meets (progressive
+    resolution), each shape then selected and compiled outside the clock."""
+    return dataclasses.replace(cfg, seed=WARMUP_SEED)
+
+
 def train_resumable(ctx: _Context, cfg: Any, run_dir: Path,
                     phases: Phases) -> tuple[Task, LoopResult, dict]:
     """Warm up, then train ``cfg`` (from its last checkpoint with --resume),
@@ -163,11 +172,8 @@ def train_resumable(ctx: _Context, cfg: Any, run_dir: Path,
     config = dataclasses.asdict(cfg)
     saved = checkpoint.load_run(path, config) if ctx.args.resume and path.exists() else None
     task = recipe.make_task(cfg)
-    # The warm-up's throwaway task has a seed of its own, so nothing it touches
-    # depends on the run's seed (it may only choose kernels).
-    warm_cfg = dataclasses.replace(cfg, epochs=1, seed=WARMUP_SEED)
     with phases.timed("warmup"):
-        warm_up(recipe.make_task(warm_cfg))
+        warm_up(recipe.make_task(warm_up_config(cfg)))
     resume, wall_start, resumes = None, time.time(), 0
     if saved is not None:
         for name, seconds in saved["phases"].items():

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from dawnbench_fast import cifar, cli, config_file, gpu_defaults, train
 from dawnbench_fast.cifar import Config, Trainer, forward_loss
 from dawnbench_fast.overrides import ConfigError
-from dawnbench_fast.runs import WARMUP_SEED
+from dawnbench_fast.runs import warm_up_config
 from tests.cifar_data import cifar_dir
 
 
@@ -101,22 +101,28 @@ def counting_backend(monkeypatch):
     torch._dynamo.reset()
 
 
-def test_the_warm_up_compiles_every_graph_and_the_run_compiles_none(counting_backend):
-    # 4 steps an epoch, the whitening bias frozen after epoch 1: the run meets both forms of the step
+@pytest.mark.parametrize("progressive, whiten_bias_epochs, warm_up_graphs", [
+    ((), 1, 2),  # the step with the whitening bias trained, and frozen
+    # epoch 1 on 24-px crops: the run meets (24 px, trained), (32, trained), (32, frozen); the
+    # warm-up compiles each resolution with the bias trained and frozen
+    ((24,), 1.5, 4),
+])
+def test_the_warm_up_compiles_every_graph_and_the_run_compiles_none(counting_backend, progressive,
+                                                                   whiten_bias_epochs, warm_up_graphs):
+    # 4 steps an epoch, the whitening bias frozen part-way: the run meets both forms of the step
     cfg = Config(subset=64, batch_size=16, eval_subset=100, whiten_images=64, widths=(8, 8, 8), epochs=2,
-                 whiten_bias_epochs=1, compile="on", device="cpu", kernels="torch", precision="bf16",
-                 data_dir=str(cifar_dir()), download=False)
+                 whiten_bias_epochs=whiten_bias_epochs, progressive=progressive, compile="on",
+                 device="cpu", kernels="torch", precision="bf16", data_dir=str(cifar_dir()), download=False)
     task = cfg.build_task(torch.device("cpu"))
-    assert task.compiled and task.whiten_bias_steps == 4
+    assert task.compiled and task.whiten_bias_steps == 4 * whiten_bias_epochs
     # the warm-up's throwaway task, as dawnbench_fast.runs makes it
-    warm = Trainer(dataclasses.replace(task.cfg, epochs=1, seed=WARMUP_SEED), task.data, task.device,
-                   task.backend)
+    warm = Trainer(warm_up_config(task.cfg), task.data, task.device, task.backend)
     train.warm_up(warm)
-    assert len(counting_backend) == 2  # the step with the whitening bias trained, and frozen
+    assert len(counting_backend) == warm_up_graphs
     task.init_model()
     losses = [task.train_step(*b).per_example() for b in islice(train.batches_forever(task), 8)]
     assert task.step > task.whiten_bias_steps
-    assert len(counting_backend) == 2  # nothing compiled on the clock
+    assert len(counting_backend) == warm_up_graphs  # nothing compiled on the clock
     # the captured graphs are the eager step, op for op: the same losses to the bit
     eager = Trainer(dataclasses.replace(task.cfg, compile="off"), task.data, task.device, task.backend)
     assert not eager.compiled and eager.forward_loss is forward_loss
