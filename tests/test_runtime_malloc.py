@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 
@@ -59,5 +60,9 @@ def test_heap_mode_reuses_pages_and_system_mode_does_not():
     # (torch aligns to 64 bytes) asks for a little more than a freed block of
     # the same size, so the first steps still grow the heap; after that, a
     # step reuses pages already mapped (the CIFAR step: 0-2 faults, RSS flat).
-    assert sum(heap["faults"][-4:]) < PAGES_PER_STEP // 50, heap
+    # The median of the settled rounds, not their sum: on a loaded machine the
+    # kernel now and then takes a few pages back (CI once saw 7168 and 9216
+    # faults in two of eight settled rounds, 0 in the others), while without
+    # the lever every round faults in at least half of a step's pages.
+    assert statistics.median(heap["faults"][4:]) < PAGES_PER_STEP // 50, heap
     assert sum(heap["faults"][1:]) < sum(system["faults"][1:]) // 4, (heap, system)
