@@ -56,10 +56,6 @@ class Config(CifarRecipe):
     """The recipe (every field: :class:`~dawnbench_fast.cifar_recipe.CifarRecipe`)
     as the training loop runs it."""
 
-    # torch.compile of the step's forward and loss (--compile / --no-compile): auto = on
-    # CUDA only, as the published GPU records do (dawnbench_fast/gpu_defaults.py), on, off
-    compile: str = "auto"
-
     def build_task(self, device: torch.device) -> Trainer:
         """Validate, resolve the kernels, load and place the data, and return
         the task (train.loss_trajectory runs any recipe through this)."""
@@ -138,6 +134,7 @@ class Trainer:
         self.step = 0
         self.model: CifarNet | None = None
         self.splits = Splits(enabled=device.type == "cpu")
+        self.alternate_whiten_bias = False  # prepare_warm_up: the throwaway warm-up task only
         self.compiled = gpu_defaults.compile_enabled(cfg.compile, device)
         self.forward_loss = gpu_defaults.compiled(forward_loss) if self.compiled else forward_loss
 
@@ -150,7 +147,7 @@ class Trainer:
 
     def whiten_bias_grad(self) -> bool:
         """Whether this step trains the whitening bias (it freezes after ``whiten_bias_steps``)."""
-        if getattr(self, "alternate_whiten_bias", False):
+        if self.alternate_whiten_bias:
             return self.step % 2 == 0
         return self.step < self.whiten_bias_steps
 
@@ -322,10 +319,10 @@ def build_eval_parser() -> argparse.ArgumentParser:
 
 def config_from_args(a: argparse.Namespace) -> Config:
     if a.config is not None:
-        return _compile_checked(apply_overrides(config_from_file(a), a.set))
+        return apply_overrides(config_from_file(a), a.set)
     preset = {**RECIPES[a.recipe]}
     if a.epochs is not None:  # an explicit --epochs wins over the named recipe's
-        preset["epochs"] = int(a.epochs) if float(a.epochs).is_integer() else a.epochs
+        preset["epochs"] = config_file.epochs_value(a.epochs)
     if a.batch_size is not None:
         preset["batch_size"] = a.batch_size
     if a.precision is not None:
@@ -337,12 +334,7 @@ def config_from_args(a: argparse.Namespace) -> Config:
         download=not a.no_download, extra={"recipe": a.recipe},
         compile=gpu_defaults.compile_choice(a.compile),
     )
-    return _compile_checked(apply_overrides(cfg, a.set))
-
-
-def _compile_checked(cfg: Config) -> Config:
-    gpu_defaults.check_compile(cfg.compile)  # before the data is read: a one-line error
-    return cfg
+    return apply_overrides(cfg, a.set)
 
 
 def config_from_file(a: argparse.Namespace) -> Config:
@@ -353,7 +345,6 @@ def config_from_file(a: argparse.Namespace) -> Config:
     cfg = Config(**config_file.read_config(a.config, Config))
     try:
         validate(cfg)
-        gpu_defaults.check_compile(cfg.compile)
     except ConfigError as e:
         raise config_file.in_file(a.config, e) from None
     return dataclasses.replace(cfg, **config_file.fields_from_flags(a))

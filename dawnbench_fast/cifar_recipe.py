@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from dawnbench_fast.gpu_defaults import COMPILE_CHOICES, COMPILE_RULE
 from dawnbench_fast.overrides import apply_overrides as _apply_overrides
 from dawnbench_fast.overrides import check, common_checks
 from dawnbench_fast.vocabulary import MODEL_ACTIVATIONS
@@ -77,6 +78,9 @@ class CifarRecipe:
     channels_last: bool = True
     threads: int = 0  # CPU threads (0 = PyTorch's default)
     deterministic: bool = False  # deterministic algorithms only, kernel choices frozen
+    # torch.compile of the step's forward and loss (--compile / --no-compile): auto = on
+    # CUDA only, as the published GPU records do (dawnbench_fast/gpu_defaults.py), on, off
+    compile: str = "auto"
     data_dir: str | None = None
     download: bool = True
     extra: dict = field(default_factory=dict)  # free-form notes kept in run.json
@@ -102,6 +106,7 @@ def validate(cfg: CifarRecipe) -> CifarRecipe:
         (0.0 <= cfg.brightness and 0.0 <= cfg.contrast < 1.0, "brightness/contrast",
          "need brightness >= 0 and contrast in [0, 1)"),
         (0 <= cfg.cutout <= 32 and 0 <= cfg.translate <= 8, "cutout/translate", "out of range"),
+        (cfg.compile in COMPILE_CHOICES, "compile", COMPILE_RULE),
     ])
     return cfg
 

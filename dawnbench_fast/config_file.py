@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from dawnbench_fast.gpu_defaults import compile_choice
 from dawnbench_fast.overrides import FLAGS, ConfigError
 
 _UNSET = object()
@@ -114,10 +115,16 @@ def fields_from_flags(a: argparse.Namespace) -> dict[str, Any]:
     """The config fields set by flags given on the command line (``a.given``)."""
     given = getattr(a, "given", set())
     out = {name: getattr(a, name) for name in FIELD_FLAGS if name in given}
-    if "epochs" in out and float(out["epochs"]).is_integer():
-        out["epochs"] = int(out["epochs"])  # as without --config: --epochs 8 is recorded as 8
+    if "epochs" in out:
+        out["epochs"] = epochs_value(out["epochs"])
     if "no_download" in given:
         out["download"] = not a.no_download
-    if "compile" in given:  # --compile / --no-compile: the field holds on or off (auto when neither)
-        out["compile"] = "on" if a.compile else "off"
+    if "compile" in given:  # --compile / --no-compile
+        out["compile"] = compile_choice(a.compile)
     return out
+
+
+def epochs_value(epochs: float) -> int | float:
+    """``--epochs`` (parsed as a float, for fractional lengths) as the config
+    records it: an integral value as an int, so --epochs 8 is recorded as 8."""
+    return int(epochs) if float(epochs).is_integer() else epochs

@@ -26,6 +26,7 @@ import torch
 from dawnbench_fast.overrides import ConfigError
 
 COMPILE_CHOICES = ("auto", "on", "off")
+COMPILE_RULE = "must be auto, on or off (auto: on CUDA only; --compile / --no-compile)"
 # torch.compile's backend; tests swap in "eager" (Dynamo's capture without code generation).
 COMPILE_BACKEND = "inductor"
 _COMPILED: dict[tuple[Callable[..., Any], str], Callable[..., Any]] = {}
@@ -39,8 +40,7 @@ def compile_choice(flag: bool | None) -> str:
 def check_compile(choice: str) -> None:
     """A ConfigError naming the field unless ``choice`` is one of :data:`COMPILE_CHOICES`."""
     if choice not in COMPILE_CHOICES:
-        raise ConfigError(f"--set compile={choice}: must be auto, on or off "
-                          "(auto: on CUDA only; --compile / --no-compile)")
+        raise ConfigError(f"--set compile={choice}: {COMPILE_RULE}")
 
 
 def compile_enabled(choice: str, device: torch.device) -> bool:
