@@ -29,9 +29,10 @@ HTML_NAME = "report.html"
 
 
 @functools.cache
-def _pyplot() -> Any:
+def pyplot() -> Any:
     """matplotlib's pyplot on the Agg backend (files only, no display), or
-    None with a note, once per process, where matplotlib is not installed."""
+    None with a note, once per process, where matplotlib is not installed
+    (this report's plot and the analyses' figures)."""
     try:
         import matplotlib
 
@@ -44,11 +45,6 @@ def _pyplot() -> Any:
     return plt
 
 
-def pyplot() -> Any:
-    """The same pyplot (Agg) or None, for the other report writers (the analyses)."""
-    return _pyplot()
-
-
 def load_runs(run_dirs: list[Path]) -> list[tuple[dict, list[dict]]]:
     """(run.json, epochs.jsonl lines) of each finished run folder."""
     return [(json.loads((d / "run.json").read_text()), read_log(d / LOG_NAME)) for d in run_dirs]
@@ -56,7 +52,7 @@ def load_runs(run_dirs: list[Path]) -> list[tuple[dict, list[dict]]]:
 
 def plot_png(runs: list[tuple[dict, list[dict]]]) -> bytes | None:
     """The accuracy-against-clock plot as PNG bytes (None without matplotlib)."""
-    plt = _pyplot()
+    plt = pyplot()
     if plt is None:
         return None
     fig = accuracy_figure(plt, runs)

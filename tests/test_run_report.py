@@ -60,11 +60,11 @@ def test_an_older_run_without_a_log_still_gets_its_accuracy_table(tmp_path):
 def test_without_matplotlib_the_page_is_written_with_a_note(tmp_path, monkeypatch, capsys):
     d = run_folder(tmp_path, 0, [0.6])
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
-    run_report._pyplot.cache_clear()
+    run_report.pyplot.cache_clear()
     try:
         written = run_report.write_report(d, [d], "t")
     finally:
-        run_report._pyplot.cache_clear()
+        run_report.pyplot.cache_clear()
     assert written == [d / run_report.HTML_NAME] and not (d / run_report.PLOT_NAME).exists()
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "matplotlib is not installed" in err[0]
@@ -75,7 +75,7 @@ def test_without_matplotlib_the_page_is_written_with_a_note(tmp_path, monkeypatc
 def test_the_plot_draws_the_target_line_in_view(tmp_path, accs):
     """The target is drawn even where every point lies far below it."""
     d = run_folder(tmp_path, 0, accs, target=0.94)
-    plt = run_report._pyplot()
+    plt = run_report.pyplot()
     fig = run_report.accuracy_figure(plt, run_report.load_runs([d]))
     try:
         ax = fig.axes[0]
