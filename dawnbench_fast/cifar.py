@@ -36,6 +36,7 @@ from dawnbench_fast.data.cifar10 import Cifar10, DataError, load_cifar10
 from dawnbench_fast.data.cifar10_device import DeviceData, prepare_data
 from dawnbench_fast.data.host_copy import to_device
 from dawnbench_fast.data.progressive import epoch_side, first_epoch_of_each_side, keyed_crop
+from dawnbench_fast.data.pruning import dropped_count, prune_epoch, pruned_epoch
 from dawnbench_fast.models import conv_cpu
 from dawnbench_fast.models.cifar_net import CifarNet, FoldedCifarNet
 from dawnbench_fast.optim.muon import Muon
@@ -45,7 +46,7 @@ from dawnbench_fast.overrides import parse_value as parse_value  # re-export (ol
 from dawnbench_fast.precision import with_resolved_precision
 from dawnbench_fast.runs import Recipe, profile_steps, run_seeds
 from dawnbench_fast.runtime import autocast, configure_process, resolve_device, set_deterministic
-from dawnbench_fast.task import Evaluation, Predict, Splits, StepLoss, loop_epochs, steps_in
+from dawnbench_fast.task import Evaluation, Predict, Splits, StepLoss, epoch_steps, loop_epochs, steps_in
 from dawnbench_fast.train import Phases, accuracy, batched
 from dawnbench_fast.train import loss_trajectory as loss_trajectory  # re-export: tests, scripts
 from dawnbench_fast.tta import TTA_WEIGHTS, selective_tta_logits
@@ -109,11 +110,11 @@ def build_optimizers(model: CifarNet, cfg: Config, whiten_bias_steps: int = 0,
 
 def forward_loss(model: CifarNet, x: torch.Tensor, y: torch.Tensor, whiten_bias_grad: bool,
                  precision: str, label_smoothing: float) -> torch.Tensor:
-    """The step's forward under autocast and its summed label-smoothed loss:
-    what ``compile`` compiles (AOTAutograd compiles its backward with it)."""
+    """The step's forward under autocast and each example's label-smoothed
+    loss: what ``compile`` compiles (AOTAutograd compiles its backward with it)."""
     with autocast(precision, x.device):
         out = model(x, whiten_bias_grad=whiten_bias_grad)
-    return F.cross_entropy(out.float(), y, label_smoothing=label_smoothing, reduction="sum")
+    return F.cross_entropy(out.float(), y, label_smoothing=label_smoothing, reduction="none")
 
 
 class Trainer:
@@ -124,8 +125,14 @@ class Trainer:
         self.cfg, self.data, self.device, self.backend = cfg, data, device, backend
         self.n_train = len(data.train_labels)
         self.batch = min(cfg.batch_size, self.n_train)
-        self.steps_per_epoch = max(1, self.n_train // self.batch)
-        self.total_steps = steps_in(cfg.epochs, self.steps_per_epoch)
+        self.steps_per_epoch = max(1, self.n_train // self.batch)  # a whole, unpruned epoch
+        pruned = max(1, (self.n_train - dropped_count(self.n_train, cfg.prune)) // self.batch)
+        self.epoch_steps = epoch_steps(
+            cfg.epochs, lambda e: pruned if self.pruned(e) else self.steps_per_epoch)
+        self.total_steps = sum(self.epoch_steps)
+        # each image's loss at its last step, which ranks it for pruning
+        self.sample_loss = torch.zeros(self.n_train, device=device) if cfg.prune else None
+        self.loss_weight: torch.Tensor | None = None  # this epoch's, when pruned
         self.whiten_bias_steps = steps_in(cfg.whiten_bias_epochs, self.steps_per_epoch)
         self.augment = dispatch.get_op("augment", backend)
         # one epoch of each training resolution, for the warm-up (train.warm_up)
@@ -137,6 +144,10 @@ class Trainer:
         self.alternate_whiten_bias = False  # prepare_warm_up: the throwaway warm-up task only
         self.compiled = gpu_defaults.compile_enabled(cfg.compile, device)
         self.forward_loss = gpu_defaults.compiled(forward_loss) if self.compiled else forward_loss
+
+    def pruned(self, epoch: int) -> bool:
+        """Whether ``epoch`` leaves out some well-learnt images (cfg.prune)."""
+        return pruned_epoch(epoch, self.cfg.epochs, self.cfg.prune, self.cfg.prune_until)
 
     def prepare_warm_up(self) -> None:
         """Compiled, the step with the whitening bias trained and the step with
@@ -164,7 +175,7 @@ class Trainer:
         from here (data order and augmentation are keyed by seed, epoch and
         index, so they need no state)."""
         return {"model": self.model.state_dict(), "optimizers": [o.state_dict() for o in self.optimizers],
-                "step": self.step, "torch_rng": torch.get_rng_state(),
+                "step": self.step, "torch_rng": torch.get_rng_state(), "sample_loss": self.sample_loss,
                 # recorded, not imposed: on the same machine the per-machine cache gives the same ones
                 "kernel_choices": conv_wgrad_methods(self.backend)}
 
@@ -174,6 +185,8 @@ class Trainer:
         for opt, saved in zip(self.optimizers, state["optimizers"], strict=True):
             opt.load_state_dict(saved)
         self.step = state["step"]
+        ranking = state.get("sample_loss")  # None unless the recipe prunes
+        self.sample_loss = None if ranking is None else ranking.to(self.device, copy=True)
         torch.set_rng_state(state["torch_rng"])
 
     def learning_rates(self) -> dict[str, float]:
@@ -186,7 +199,11 @@ class Trainer:
         """(indices, augmented images) for each step of ``epoch``."""
         cfg = self.cfg
         order = np.random.default_rng([cfg.seed, epoch]).permutation(self.n_train)
-        for i in range(self.steps_per_epoch):
+        self.loss_weight = None
+        if self.pruned(epoch):
+            order, weight = prune_epoch(order, self.sample_loss, cfg.prune, cfg.seed, epoch)
+            self.loss_weight = weight.to(self.device)
+        for i in range(len(order) // self.batch):
             self.splits.start()
             idx = order[i * self.batch : (i + 1) * self.batch]
             p = aug.augment_params(cfg.seed, epoch, idx, cfg.translate, cfg.flip, cfg.cutout)
@@ -202,8 +219,11 @@ class Trainer:
         cfg, model = self.cfg, self.model
         self.splits.start()
         model.train()
-        loss = self.forward_loss(model, x, self.data.train_labels[idx], self.whiten_bias_grad(),
-                                 cfg.precision, cfg.label_smoothing)
+        losses = self.forward_loss(model, x, self.data.train_labels[idx], self.whiten_bias_grad(),
+                                   cfg.precision, cfg.label_smoothing)
+        if self.sample_loss is not None:
+            self.sample_loss[idx] = losses.detach()
+        loss = losses.sum() if self.loss_weight is None else (losses * self.loss_weight[idx]).sum()
         self.splits.mark("forward")
         loss.backward()
         self.splits.mark("backward")

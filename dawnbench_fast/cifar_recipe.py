@@ -54,6 +54,12 @@ class CifarRecipe:
     sgd_momentum: float = 0.85
     weight_decay: float = 2e-6  # per example: scaled by batch_size (summed loss)
     label_smoothing: float = 0.2
+    # Loss-guided pruning (InfoBatch; data/pruning.py): from the second epoch
+    # until ``prune_until`` of the run, a random ``prune`` share of the half of
+    # the images with the lowest last loss sits the epoch out, the rest of that
+    # half weighs 1 / (1 - prune). Fewer steps per pruned epoch.
+    prune: float = 0.0
+    prune_until: float = 0.875
     # -- evaluation ----------------------------------------------------------
     tta_level: int = 2  # 0: plain, 1: + mirror, 2: + mirror and +-1 px shifts (6 views)
     # Selective TTA (hiverge): the other views only for images whose one-view
@@ -106,6 +112,8 @@ def validate(cfg: CifarRecipe) -> CifarRecipe:
         (0.0 <= cfg.brightness and 0.0 <= cfg.contrast < 1.0, "brightness/contrast",
          "need brightness >= 0 and contrast in [0, 1)"),
         (0 <= cfg.cutout <= 32 and 0 <= cfg.translate <= 8, "cutout/translate", "out of range"),
+        (0.0 <= cfg.prune < 1.0, "prune", "must be in [0, 1)"),
+        (0.0 < cfg.prune_until <= 1.0, "prune_until", "must be in (0, 1]"),
         (cfg.compile in COMPILE_CHOICES, "compile", COMPILE_RULE),
     ])
     return cfg

@@ -75,6 +75,16 @@ def steps_in(epochs: float, steps_per_epoch: int) -> int:
     return math.ceil(round(epochs * steps_per_epoch, 6))
 
 
+def epoch_steps(epochs: float, whole: Callable[[int], int]) -> list[int]:
+    """Steps of each epoch the loop runs for a recipe ``epochs`` long:
+    ``whole(e)`` for a whole epoch ``e`` (a pruned epoch has fewer), the
+    fractional last epoch cut to its share of them (rounded up)."""
+    n = loop_epochs(epochs)
+    steps = [whole(e) for e in range(n)]
+    steps[-1] = steps_in(epochs - (n - 1), steps[-1])
+    return steps
+
+
 class LoopConfig(Protocol):
     """The fields of a recipe's config that the loop reads, and its task."""
 
@@ -98,8 +108,8 @@ class Task(Protocol):
 
     cfg: LoopConfig
     device: torch.device
-    steps_per_epoch: int
-    total_steps: int  # steps_in(cfg.epochs, steps_per_epoch)
+    epoch_steps: list[int]  # steps of each epoch the loop runs (task.epoch_steps)
+    total_steps: int  # sum(epoch_steps)
     splits: Splits  # seconds per part of the step, for the report
 
     def init_model(self) -> None:

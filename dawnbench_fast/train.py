@@ -254,13 +254,13 @@ def train_epoch(task: Task, epoch: int, progress: Any = None) -> float | None:
     :data:`FINITE_CHECK_EVERY` steps, never a per-step synchronisation (the
     progress bar's loss is read at those steps only, for the same reason)."""
     every = host_read_every(task.device)
-    first_step = epoch * task.steps_per_epoch
+    first_step = sum(task.epoch_steps[:epoch])
     first_bad = torch.full((), -1, dtype=torch.int64, device=task.device)
     step = first_step
     # summed on the device and read once, with the divergence record: no sync per step
     loss_sum, examples = torch.zeros((), device=task.device), 0
-    # a fractional last epoch stops at total_steps (its later batches are never made)
-    batches = islice(task.epoch_batches(epoch), max(0, task.total_steps - first_step))
+    # a fractional last epoch stops part-way (its later batches are never made)
+    batches = islice(task.epoch_batches(epoch), task.epoch_steps[epoch])
     for step, batch in enumerate(batches, start=first_step):
         with nvtx.annotate("train_step", domain=NVTX_DOMAIN):
             loss = task.train_step(*batch)
@@ -348,7 +348,7 @@ def train(task: Task, phases: Phases, *, warm_up_task: Callable[[], Task] | None
     if progress:
         from tqdm import tqdm
 
-        done = 0 if resume is None else min(task.total_steps, resume.epochs_done * task.steps_per_epoch)
+        done = 0 if resume is None else sum(task.epoch_steps[:resume.epochs_done])
         bar = tqdm(total=task.total_steps, initial=done, desc=f"seed {cfg.seed}", unit="step", leave=False)
     write = bar.write if bar is not None else (lambda line: print(line, flush=True))
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from dawnbench_fast.task import Evaluation, Splits, StepLoss, steps_in
+from dawnbench_fast.task import Evaluation, Splits, StepLoss, epoch_steps
 
 
 class FakeTimer:
@@ -55,8 +55,8 @@ class FakeTask:
 
     def __init__(self, cfg: FakeConfig, device: torch.device):
         self.cfg, self.device = cfg, device
-        self.steps_per_epoch = cfg.steps_per_epoch
-        self.total_steps = steps_in(cfg.epochs, cfg.steps_per_epoch)
+        self.epoch_steps = epoch_steps(cfg.epochs, lambda e: cfg.steps_per_epoch)
+        self.total_steps = sum(self.epoch_steps)
         self.splits = Splits(enabled=False)
         self.evals = 0
 

@@ -55,7 +55,7 @@ def _steps(step_fn, steps: int = 3) -> tuple[list[float], dict[str, torch.Tensor
     for _ in range(steps):
         x = torch.randn(8, 3, 8, 8, generator=gen)
         y = torch.randint(0, 10, (8,), generator=gen)
-        loss = step_fn(model, x, y, True, "fp32", 0.2)
+        loss = step_fn(model, x, y, True, "fp32", 0.2).sum()
         loss.backward()
         opt.step()
         opt.zero_grad()
