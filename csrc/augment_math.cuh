@@ -9,7 +9,7 @@
 #pragma once
 #include "dbf_common.cuh"
 
-namespace dbf {
+DBF_NAMESPACE_BEGIN
 
 enum { kAugOx = 0, kAugOy = 1, kAugFlip = 2, kAugCutX = 3, kAugCutY = 4, kAugFields = 5 };
 
@@ -47,4 +47,4 @@ DBF_HD i64 augment_src_offset(i64 img, int y, int sx, int c, int ph, int pw, int
   return ((img * ph + y) * pw + sx) * C + c;
 }
 
-}  // namespace dbf
+DBF_NAMESPACE_END

@@ -14,7 +14,7 @@
 #include "dbf_common.cuh"
 #include "float16_bits.cuh"
 
-namespace dbf {
+DBF_NAMESPACE_BEGIN
 
 #if !defined(__CUDA_ARCH__)
 // Host exp/erf written out so that loops over them vectorise (libm's erff has
@@ -174,4 +174,4 @@ DBF_HD float bn_act_g(float x, float dy, float mean, float scale, float bias, in
   return dy * act_grad(bn_z(x, mean, scale, bias), act);
 }
 
-}  // namespace dbf
+DBF_NAMESPACE_END

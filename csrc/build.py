@@ -10,8 +10,12 @@ Environment:
 - ``DAWNBENCH_NO_CUDA=1``: skip the CUDA part even where nvcc exists.
 - ``DAWNBENCH_CUDA_ARCHS``: gencode list (default ``80;90a``; sm_80 also
   carries PTX so newer GPUs can JIT it).
-- ``DAWNBENCH_MARCH``: ``-march`` of the CPU build (default ``native``: the
-  editable install builds on the machine that runs it; empty = compiler default).
+- ``DAWNBENCH_MARCH``: unset or empty (the default), a portable build: the CPU
+  kernels are compiled twice, for a baseline target (x86-64; elsewhere the
+  compiler's default) and with AVX-512 (x86 only), and ``_C`` calls the copy
+  the CPU runs, chosen when it loads (``_C.cpu_path()``; ``DAWNBENCH_CPU_PATH=
+  baseline`` forces the baseline one). Set (e.g. ``native``), one copy built
+  with ``-march=<it>``: for this machine only, not for a wheel.
 
 This module imports nothing outside the standard library except pybind11 and
 setuptools, so setup.py can load it from the source tree.
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -29,7 +34,15 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 EXT_NAME = "dawnbench_fast._C"
-CPU_SOURCES = ["bindings.cpp", "cpu_bn_act.cpp", "cpu_fused_bn.cpp", "cpu_augment.cpp", "cpu_gemm.cpp"]
+BINDINGS_SOURCE = "bindings.cpp"
+# Compiled once per CPU copy (cpu_copies), each in its own namespace.
+CPU_KERNEL_SOURCES = ["cpu_bn_act.cpp", "cpu_fused_bn.cpp", "cpu_augment.cpp", "cpu_gemm.cpp", "cpu_api.cpp"]
+CPU_SOURCES = [BINDINGS_SOURCE, *CPU_KERNEL_SOURCES]
+# What the AVX-512 copy is compiled for, and what bindings.cpp checks with
+# __builtin_cpu_supports before it calls that copy (the two lists must agree;
+# a test reads bindings.cpp). cpu_vec.h needs F, BW and VL; the rest is what
+# every AVX-512 CPU with those has (x86-64-v4), free for the compiler to use.
+AVX512_FEATURES = ("avx2", "fma", "bmi", "bmi2", "avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl")
 CUDA_SOURCES = ["bn_act.cu", "augment.cu", "gemm_mma.cu"]
 SOURCE_SUFFIXES = (".cu", ".cuh", ".h", ".cpp")
 
@@ -96,15 +109,64 @@ def nvcc_compile_cmd(nvcc: str, src: Path, obj: Path, extra: list[str] | None = 
 
 
 def cpu_compile_args() -> list[str]:
-    march = os.environ.get("DAWNBENCH_MARCH", "native")
+    """Flags of every CPU compile (bindings and each copy), no target flags."""
     # -ffp-contract=off: no fused multiply-add, so results round as the torch
-    # references do; -fno-trapping-math: lets the math loops vectorise (we
-    # never read FP exception flags); values are still IEEE.
-    args = ["-std=c++17", "-O3", "-fopenmp", "-ffp-contract=off", "-fno-trapping-math",
+    # references do (and the AVX-512 copy as the baseline one); -fno-trapping-math:
+    # lets the math loops vectorise (we never read FP exception flags); values
+    # are still IEEE.
+    return ["-std=c++17", "-O3", "-fopenmp", "-ffp-contract=off", "-fno-trapping-math",
             "-Wall", "-Wextra"]
-    if march:
-        args.append(f"-march={march}")
-    return args
+
+
+def is_x86(machine: str | None = None) -> bool:
+    """Whether the build targets x86 (the machine we build on: no cross builds)."""
+    return (machine or platform.machine()).lower() in ("x86_64", "amd64", "i386", "i686")
+
+
+def march() -> str:
+    """``DAWNBENCH_MARCH``: empty (the default) for the portable build."""
+    return os.environ.get("DAWNBENCH_MARCH", "").strip()
+
+
+def baseline_target_args(machine: str | None = None) -> list[str]:
+    """Target flags of the baseline copy and of bindings.cpp. Explicit on x86,
+    so that a compiler or Python whose default flags are newer (a conda
+    Python's CFLAGS, a distro's -march) still gives code every x86-64 runs."""
+    return ["-march=x86-64", "-mtune=generic"] if is_x86(machine) else []
+
+
+def cpu_copies(machine: str | None = None) -> list[tuple[str, list[str]]]:
+    """(name, target flags) of each copy of the CPU kernels to build, lowest
+    target first (the link order: see link_objects_in_order)."""
+    if march():
+        return [("march", [f"-march={march()}"])]
+    copies = [("baseline", baseline_target_args(machine))]
+    if is_x86(machine):
+        copies.append(("avx512", ["-mtune=generic", *(f"-m{f}" for f in AVX512_FEATURES)]))
+    return copies
+
+
+def bindings_args(machine: str | None = None) -> list[str]:
+    """Flags of bindings.cpp: the baseline target (it runs before any CPU
+    check) and which copies are linked in."""
+    target = [f"-march={march()}"] if march() else baseline_target_args(machine)
+    have = [f"-DDBF_HAVE_CPU_{name.upper()}" for name, _ in cpu_copies(machine)]
+    if march():
+        have.append(f'-DDBF_CPU_MARCH="{march()}"')
+    return [*target, *have]
+
+
+def copy_args(name: str, target: list[str]) -> list[str]:
+    """Flags of one copy's sources: its target and its namespace."""
+    return [*target, f"-DDBF_CPU_ISA={name}"]
+
+
+def link_objects_in_order(objs_by_copy: list[list[str]]) -> list[str]:
+    """The copies' objects, lowest target first. Why the order matters: both
+    copies instantiate the same library templates (std::vector and the like,
+    outside our namespaces), the linker keeps the first definition it meets,
+    and that one must be the baseline's, which every CPU runs."""
+    return [o for objs in objs_by_copy for o in objs]
 
 
 def compile_cuda_objects(nvcc: str, out_dir: Path) -> list[str]:
@@ -127,6 +189,22 @@ def _say(msg: str) -> None:
     print(f"dawnbench_fast._C: {msg}", file=sys.stderr, flush=True)
 
 
+def no_compiler_message(cxx: str) -> str:
+    """The one line a user without a C++ compiler reads, at install and at run time."""
+    return (f"no C++ compiler found ({cxx!r} is not on PATH): the C++ kernels are not built and "
+            "--kernels auto uses torch's; to get them, install one (e.g. `apt install g++`, "
+            "`xcode-select --install`) or point CXX at one, then `pip install -e .` again "
+            "(or just rerun: the CPU part is then compiled at first use)")
+
+
+def missing_executable(commands: list[list[str] | None]) -> str | None:
+    """The first program of these compiler command lines that is not on PATH."""
+    for cmd in commands:
+        if cmd and shutil.which(cmd[0]) is None:
+            return cmd[0]
+    return None
+
+
 def ext_modules_and_cmdclass() -> tuple[list, dict]:
     """What setup.py passes to setup(): the extension and its build command."""
     if os.environ.get("DAWNBENCH_NO_EXT", "") not in ("", "0"):
@@ -141,31 +219,56 @@ def ext_modules_and_cmdclass() -> tuple[list, dict]:
         return [], {}
 
     rel = os.path.relpath(HERE, Path.cwd())
+    includes = [pybind11.get_include(), str(HERE)]
     ext = Extension(
         EXT_NAME,
-        sources=[os.path.join(rel, s) for s in CPU_SOURCES],
-        include_dirs=[pybind11.get_include(), str(HERE)],
+        # The copies of the CPU kernels are compiled by BuildExt (each with its
+        # own flags, which an Extension cannot give per source) and linked as
+        # extra objects after bindings.cpp.
+        sources=[os.path.join(rel, BINDINGS_SOURCE)],
+        include_dirs=includes,
         define_macros=[("DBF_SOURCE_HASH", f'"{source_hash()}"')],
-        extra_compile_args=cpu_compile_args(),
+        extra_compile_args=[*cpu_compile_args(), *bindings_args()],
         extra_link_args=["-fopenmp"],
         language="c++",
+        # Optional: a failed build leaves the install without _C instead of
+        # failing it (and `build_ext --inplace` then copies nothing).
+        optional=True,
     )
 
     class BuildExt(build_ext):
-        """Adds the nvcc objects when CUDA is usable; never fails the install."""
+        """Adds the CPU copies and the nvcc objects; never fails the install."""
 
         def build_extension(self, ext):  # noqa: ANN001 - setuptools signature
-            with_cuda = self._add_cuda(ext)
-            try:
-                super().build_extension(ext)
-            except Exception as e:  # compiler missing or broken: install without _C
-                _say(f"NOT built ({type(e).__name__}: {e}); the CPU C++ kernels will be "
-                     "compiled at first use if a compiler appears, the CUDA path needs CuPy")
+            missing = missing_executable([getattr(self.compiler, a, None) for a in
+                                          ("compiler_so_cxx", "compiler_so", "linker_so_cxx", "linker_so")])
+            if missing is not None:
+                _say(no_compiler_message(missing))
                 return
-            what = "CPU (OpenMP) kernels" + (
+            try:
+                self._add_cpu_copies(ext)
+                with_cuda = self._add_cuda(ext)
+                super().build_extension(ext)
+            except Exception as e:  # compiler broken: install without _C
+                _say(f"NOT built ({type(e).__name__}: {e}); the CPU C++ kernels will be "
+                     "compiled at first use if a compiler works then, the CUDA path needs CuPy")
+                return
+            what = "CPU (OpenMP) kernels, " + "/".join(n for n, _ in cpu_copies()) + (
                 " + CUDA kernels for " + ", ".join(gencode_flags()) if with_cuda else ""
             )
             _say(f"built {what}")
+
+        def _add_cpu_copies(self, ext) -> None:  # noqa: ANN001
+            objs_by_copy = []
+            for name, target in cpu_copies():
+                objs_by_copy.append(self.compiler.compile(
+                    [os.path.join(rel, s) for s in CPU_KERNEL_SOURCES],
+                    output_dir=os.path.join(self.build_temp, f"cpu_{name}"),
+                    include_dirs=includes, debug=self.debug,
+                    extra_postargs=[*cpu_compile_args(), "-fPIC", *copy_args(name, target)],
+                    depends=[str(HERE / h) for h in sorted(os.listdir(HERE)) if h.endswith((".h", ".cuh"))],
+                ))
+            ext.extra_objects = link_objects_in_order(objs_by_copy) + list(ext.extra_objects or [])
 
         def _add_cuda(self, ext) -> bool:  # noqa: ANN001
             if os.environ.get("DAWNBENCH_NO_CUDA", "") not in ("", "0"):
@@ -195,37 +298,57 @@ def ext_modules_and_cmdclass() -> tuple[list, dict]:
 
 
 def jit_module_name() -> str:
-    """Module name of the run-time build (unique per source version)."""
+    """Module name of the run-time build (unique per source version, and per
+    DAWNBENCH_MARCH: a -march build is another module than the portable one)."""
+    if march():
+        return f"_C_jit_{source_hash()}_march_{hashlib.sha256(march().encode()).hexdigest()[:8]}"
     return f"_C_jit_{source_hash()}"
 
 
-def build_cpu_module(out_dir: Path) -> Path:
+def compiler() -> str:
+    """The C++ compiler of the run-time build: ``$CXX``, else g++."""
+    return os.environ.get("CXX", "g++")
+
+
+class NoCompiler(RuntimeError):
+    """No C++ compiler: the message is no_compiler_message's one line."""
+
+
+def build_cpu_module(out_dir: Path, jobs: int | None = None) -> Path:
     """Run-time build of the CPU-only module (no setup.py involved): used when
     the installed ``_C`` is missing or older than the sources. Returns the path
-    of the built shared object; raises RuntimeError with the compiler output."""
+    of the built shared object; raises NoCompiler (one line) without a
+    compiler, RuntimeError with the compiler output when a compile fails."""
     import sysconfig
 
     import pybind11
 
+    cxx = compiler()
+    if shutil.which(cxx) is None:
+        raise NoCompiler(no_compiler_message(cxx))
     out_dir.mkdir(parents=True, exist_ok=True)
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
     name = jit_module_name()
     target = out_dir / f"{name}{suffix}"
-    cxx = os.environ.get("CXX", "g++")
     includes = ["-I", pybind11.get_include(), "-I", sysconfig.get_paths()["include"], "-I", str(HERE)]
-    flags = [*cpu_compile_args(), "-fPIC", f'-DDBF_SOURCE_HASH="{source_hash()}"',
-             f"-DDBF_MODULE_NAME={name}"]
+    common = [*cpu_compile_args(), "-fPIC", f'-DDBF_SOURCE_HASH="{source_hash()}"',
+              f"-DDBF_MODULE_NAME={name}"]
+    # (source, object, flags): bindings first, then each copy's sources.
+    jobs_list = [(BINDINGS_SOURCE, out_dir / "bindings.o", [*common, *bindings_args()])]
+    for copy, target_flags in cpu_copies():
+        jobs_list += [(s, out_dir / f"{Path(s).stem}.{copy}.o", [*common, *copy_args(copy, target_flags)])
+                      for s in CPU_KERNEL_SOURCES]
 
-    def one(name: str) -> str:
-        obj = out_dir / (Path(name).stem + ".o")
-        r = subprocess.run([cxx, *flags, *includes, "-c", str(HERE / name), "-o", str(obj)],
+    def one(job: tuple[str, Path, list[str]]) -> str:
+        src, obj, flags = job
+        r = subprocess.run([cxx, *flags, *includes, "-c", str(HERE / src), "-o", str(obj)],
                            capture_output=True, text=True)
         if r.returncode != 0:
-            raise RuntimeError(f"{cxx} failed on {name}:\n{r.stderr[-4000:]}")
+            raise RuntimeError(f"{cxx} failed on {src}:\n{r.stderr[-4000:]}")
         return str(obj)
 
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        objs = list(pool.map(one, CPU_SOURCES))
+    with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
+        objs = list(pool.map(one, jobs_list))  # in jobs_list's order: the link order
     tmp = target.with_suffix(f".tmp{os.getpid()}")
     r = subprocess.run([cxx, "-shared", "-fopenmp", *objs, "-o", str(tmp)],
                        capture_output=True, text=True)

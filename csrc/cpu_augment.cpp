@@ -5,7 +5,7 @@
 #include "cpu_kernels.h"
 #include "float16_bits.cuh"
 
-namespace dbf {
+DBF_NAMESPACE_BEGIN
 namespace cpu {
 namespace {
 
@@ -81,4 +81,4 @@ void float_from_16bit(int dtype, const unsigned short* src, float* dst, long lon
 }
 
 }  // namespace cpu
-}  // namespace dbf
+DBF_NAMESPACE_END

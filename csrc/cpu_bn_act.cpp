@@ -11,7 +11,7 @@
 #include "bn_act_math.cuh"
 #include "cpu_kernels.h"
 
-namespace dbf {
+DBF_NAMESPACE_BEGIN
 namespace cpu {
 namespace {
 
@@ -293,4 +293,4 @@ void bn_act_backward(int dtype, const void* x, const void* dy, void* dx, const f
 }
 
 }  // namespace cpu
-}  // namespace dbf
+DBF_NAMESPACE_END

@@ -28,7 +28,7 @@
 #include "cpu_kernels.h"
 #include "cpu_vec.h"
 
-namespace dbf {
+DBF_NAMESPACE_BEGIN
 namespace cpu {
 namespace {
 
@@ -394,4 +394,4 @@ void bn_act_nhwc(const NhwcArgs& a, bool forward) {
 }
 
 }  // namespace cpu
-}  // namespace dbf
+DBF_NAMESPACE_END

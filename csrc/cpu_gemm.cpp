@@ -8,7 +8,7 @@
 #include "cpu_kernels.h"
 #include "mma_tile.cuh"
 
-namespace dbf {
+DBF_NAMESPACE_BEGIN
 namespace cpu {
 namespace {
 
@@ -109,4 +109,4 @@ int gemm_mma_emulated(int dtype, const void* A, const void* B, float* C, int M, 
 }
 
 }  // namespace cpu
-}  // namespace dbf
+DBF_NAMESPACE_END

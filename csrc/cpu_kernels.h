@@ -1,9 +1,25 @@
-// The CPU (OpenMP) build of csrc's shared math: declarations used by
-// bindings.cpp. Tensors travel as raw pointers plus shapes; dtype codes and
-// activation codes are dbf::DType / dbf::Act (dbf_common.cuh).
+// The CPU (OpenMP) build of csrc's shared math: its entry points, and the
+// table through which bindings.cpp calls them. Tensors travel as raw pointers
+// plus shapes; dtype codes and activation codes are dbf::DType / dbf::Act
+// (dbf_common.cuh).
+//
+// The CPU sources are compiled once per target instruction set (csrc/build.py),
+// each copy in its own namespace dbf::<DBF_CPU_ISA> (dbf_common.cuh), and each
+// copy's cpu_api.cpp fills a CpuApi table with its functions. bindings.cpp,
+// compiled once for the baseline target, picks the table of the best copy this
+// CPU runs (or the one DAWNBENCH_CPU_PATH forces) when the module loads.
 #pragma once
 
+#include "dbf_common.cuh"
+
 namespace dbf {
+
+// Arguments of bn_act_nhwc (below): plain data, the same type in every copy.
+struct NhwcArgs;
+
+}  // namespace dbf
+
+DBF_NAMESPACE_BEGIN
 namespace cpu {
 
 // BatchNorm + activation forward. stats (out, 4*C floats) = mean | invstd |
@@ -24,23 +40,6 @@ void bn_act_backward(int dtype, const void* x, const void* dy, void* dx, const f
 // (codes: argmax 0..3 of each window, row-major) and y is pooled-sized.
 // Backward: dy is y-sized; dx is x-sized (zeros where no window's max was).
 // Forward also fills stats (4*C) and updates running stats as bn_act_forward.
-struct NhwcArgs {
-  int dtype, act, N, H, W, C, pool, training;
-  const void* x;          // forward input; backward: the BN input when !pool
-  void* pooled;           // pool: written by forward, read by backward
-  unsigned char* codes;   // pool: idem
-  void* y;                // forward output
-  const void* dy;         // backward
-  void* dx;               // backward output
-  float* stats;           // 4*C: mean | invstd | scale | bias
-  const float* weight;
-  const float* bias;
-  float* running_mean;
-  float* running_var;
-  float eps, momentum;
-  float* dweight;
-  float* dbias;
-};
 void bn_act_nhwc(const NhwcArgs& args, bool forward);
 // bn_act_forward/backward route NHWC fp32/bf16 through bn_act_nhwc while this
 // is on (off by default: not measurably faster there); tests and benchmarks
@@ -67,4 +66,48 @@ void float_to_16bit(int dtype, const float* src, unsigned short* dst, long long 
 void float_from_16bit(int dtype, const unsigned short* src, float* dst, long long n);
 
 }  // namespace cpu
+DBF_NAMESPACE_END
+
+namespace dbf {
+
+struct NhwcArgs {
+  int dtype, act, N, H, W, C, pool, training;
+  const void* x;          // forward input; backward: the BN input when !pool
+  void* pooled;           // pool: written by forward, read by backward
+  unsigned char* codes;   // pool: idem
+  void* y;                // forward output
+  const void* dy;         // backward
+  void* dx;               // backward output
+  float* stats;           // 4*C: mean | invstd | scale | bias
+  const float* weight;
+  const float* bias;
+  float* running_mean;
+  float* running_var;
+  float eps, momentum;
+  float* dweight;
+  float* dbias;
+};
+
+// One compiled copy's entry points (the declarations above, as pointers).
+struct CpuApi {
+  const char* name;  // the copy's DBF_CPU_ISA: "baseline", "avx512", or "march"
+  decltype(&cpu::bn_act_forward) bn_act_forward;
+  decltype(&cpu::bn_act_backward) bn_act_backward;
+  decltype(&cpu::bn_act_nhwc) bn_act_nhwc;
+  decltype(&cpu::nhwc_kernels_enabled) nhwc_kernels_enabled;
+  decltype(&cpu::set_nhwc_kernels_enabled) set_nhwc_kernels_enabled;
+  decltype(&cpu::nhwc_kernels_vectorised) nhwc_kernels_vectorised;
+  decltype(&cpu::nhwc_last_pass_seconds) nhwc_last_pass_seconds;
+  decltype(&cpu::augment) augment;
+  decltype(&cpu::gemm_mma_emulated) gemm_mma_emulated;
+  decltype(&cpu::float_to_16bit) float_to_16bit;
+  decltype(&cpu::float_from_16bit) float_from_16bit;
+};
+
 }  // namespace dbf
+
+// The table of copy ISA: a C name per copy (dbf_cpu_api_baseline, ...), so
+// bindings.cpp can declare the getters of several copies side by side.
+#define DBF_CAT2(a, b) a##b
+#define DBF_CAT(a, b) DBF_CAT2(a, b)
+#define DBF_CPU_API_GETTER(isa) DBF_CAT(dbf_cpu_api_, isa)

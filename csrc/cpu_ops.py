@@ -31,24 +31,44 @@ from dawnbench_fast.machine import cpu_flags
 _AVX512 = ("avx512f", "avx512bw", "avx512vl")  # what cpu_vec.h's DBF_VEC forms need
 
 
-def build_isa_reason(vectorised: bool, flags: set[str], machine: str) -> str | None:
-    """None if a C++ build whose AVX-512 loops are ``vectorised`` (or not) can
-    run on a CPU with these /proc/cpuinfo ``flags``, else why not (one line).
+def build_isa_reason(path: str, vectorised: bool, flags: set[str], machine: str) -> str | None:
+    """None if the C++ build's CPU ``path`` in use, whose AVX-512 loops are
+    ``vectorised`` (or not), can run on a CPU with these /proc/cpuinfo
+    ``flags``, else why not (one line).
 
-    The build is made with -march=native, so a mismatch means a module built
-    on another machine (a shared cache or installed tree): its AVX-512
-    instructions would kill the process with SIGILL on the first kernel call,
+    The portable build ("baseline" and "avx512" copies) chose its path at
+    import from the CPU's own features (bindings.cpp), so it is never refused.
+    A ``march`` build (DAWNBENCH_MARCH=native, say) made on another machine
+    (a shared cache or installed tree) may hold AVX-512 instructions this CPU
+    lacks: they would kill the process with SIGILL on the first kernel call,
     so the backend is refused and ``auto`` takes torch. ATEN_CPU_CAPABILITY
     does not enter: it narrows ATen's kernels only, and ours run on the CPU's
     real AVX-512 as fast as before (their numerics do not depend on it).
     Unknown flags (no /proc/cpuinfo) are not held against the build."""
-    if not vectorised or machine.lower() not in ("x86_64", "amd64") or not flags:
+    if path != "march" or not vectorised or machine.lower() not in ("x86_64", "amd64") or not flags:
         return None
     missing = [f for f in _AVX512 if f not in flags]
     if not missing:
         return None
-    return (f"dawnbench_fast._C was built with AVX-512 but this CPU lacks {', '.join(missing)} (a build "
-            "from another machine?); rebuild it here with `pip install -e .`")
+    return (f"dawnbench_fast._C was built with -march={_march()} (AVX-512) but this CPU lacks "
+            f"{', '.join(missing)} (a build from another machine?); rebuild it here with "
+            "`pip install -e .` (portable unless DAWNBENCH_MARCH is set)")
+
+
+def _march() -> str:
+    try:
+        return native.load().cpu_march or "?"
+    except native.NativeUnavailable:
+        return "?"
+
+
+def cpu_path() -> str | None:
+    """The copy of the C++ CPU kernels in use ("avx512", "baseline", or
+    "march" for a DAWNBENCH_MARCH build), None without the build: run.json
+    records it beside the other kernel choices."""
+    if native.unavailable_reason() is not None:
+        return None
+    return native.load().cpu_path()
 
 
 def probe(device: torch.device) -> str | None:
@@ -58,7 +78,9 @@ def probe(device: torch.device) -> str | None:
     reason = native.unavailable_reason()  # looked up now, so tests can simulate a missing build
     if reason is not None:
         return reason
-    return build_isa_reason(native.load().nhwc_kernels_vectorised(), cpu_flags(), platform.machine())
+    mod = native.load()
+    return build_isa_reason(mod.cpu_path(), mod.nhwc_kernels_vectorised(), cpu_flags(),
+                            platform.machine())
 
 
 dispatch.register_probe("cpu", probe)

@@ -9,8 +9,9 @@
 // g++), so a lane gives the bit pattern the scalar code gives: the fused
 // kernels stay bit-identical to the unfused ones (tests/ops check it).
 //
-// DBF_VEC is 1 when AVX-512 F+BW+VL are enabled; the kernels then use these,
-// else they use the scalar shared math one element at a time.
+// DBF_VEC is 1 when AVX-512 F+BW+VL are enabled (the build's AVX-512 copy,
+// csrc/build.py); the kernels then use these, else (the baseline copy) they
+// use the scalar shared math one element at a time.
 #pragma once
 #include "bn_act_math.cuh"
 
@@ -22,7 +23,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
-namespace dbf {
+DBF_NAMESPACE_BEGIN
 namespace vec {
 
 constexpr int L = 16;  // fp32 lanes
@@ -148,11 +149,11 @@ inline vf act_grad(vf z) {
 }
 
 }  // namespace vec
-}  // namespace dbf
+DBF_NAMESPACE_END
 #else
 #define DBF_VEC 0
 
-namespace dbf {
+DBF_NAMESPACE_BEGIN
 namespace vec {
 
 // One lane: the same kernels run on the shared scalar math.
@@ -185,5 +186,5 @@ template <int ACT> inline vf act_forward(vf z) { return dbf::act_forward(z, ACT)
 template <int ACT> inline vf act_grad(vf z) { return dbf::act_grad(z, ACT); }
 
 }  // namespace vec
-}  // namespace dbf
+DBF_NAMESPACE_END
 #endif

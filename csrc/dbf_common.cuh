@@ -12,6 +12,23 @@
 #define DBF_HD inline __attribute__((always_inline))
 #endif
 
+// The CPU kernels are compiled once per target instruction set (csrc/build.py:
+// a portable baseline and an AVX-512 copy, the one to call chosen at run time
+// by bindings.cpp), each copy with -DDBF_CPU_ISA=<name>. Every function of
+// the shared headers and CPU sources then lives in namespace dbf::<name>
+// (inline, so the code still says dbf::...): without it the two copies'
+// inline functions would share mangled names, the linker would keep one of
+// each for both copies, and AVX-512 code could run on a CPU without it.
+// nvcc, NVRTC and bindings.cpp define no DBF_CPU_ISA: plain namespace dbf.
+#ifdef DBF_CPU_ISA
+#define DBF_NAMESPACE_BEGIN namespace dbf { inline namespace DBF_CPU_ISA {
+#define DBF_NAMESPACE_END } }
+#else
+#define DBF_NAMESPACE_BEGIN namespace dbf {
+#define DBF_NAMESPACE_END }
+#endif
+
+// Types and enums only (no code): shared by every copy as they are.
 namespace dbf {
 
 typedef unsigned short u16;

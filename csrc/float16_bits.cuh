@@ -4,7 +4,7 @@
 #pragma once
 #include "dbf_common.cuh"
 
-namespace dbf {
+DBF_NAMESPACE_BEGIN
 
 DBF_HD float bits_to_float(u32 u) {
 #if defined(__CUDA_ARCH__)
@@ -108,4 +108,4 @@ template <> struct Elem<kF16> {
   static DBF_HD T store(float v) { return float_to_f16(v); }
 };
 
-}  // namespace dbf
+DBF_NAMESPACE_END

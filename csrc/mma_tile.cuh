@@ -10,7 +10,7 @@
 #include "dbf_common.cuh"
 #include "float16_bits.cuh"
 
-namespace dbf {
+DBF_NAMESPACE_BEGIN
 namespace gemm {
 
 enum {
@@ -139,4 +139,4 @@ DBF_HD void store_c(float* C, int M, int N, int ldc, int bm0, int bn0, int wm, i
 }
 
 }  // namespace gemm
-}  // namespace dbf
+DBF_NAMESPACE_END

@@ -383,7 +383,8 @@ def recipe(ds: Cifar10, data: DeviceData, device: torch.device, backend: str) ->
         },
         data={"root": str(ds.root), "layout": ds.layout, "verified_md5": ds.verified},
         save_model=lambda task, cfg, path: save_model(task.model, cfg, path),
-        extra_result=lambda backend: {"conv_wgrad_methods": conv_wgrad_methods(backend)},
+        extra_result=lambda backend: {"conv_wgrad_methods": conv_wgrad_methods(backend),
+                                      "cpu_kernels_path": cpu_kernels_path(backend)},
     )
 
 
@@ -423,6 +424,16 @@ def run_cli(a: argparse.Namespace) -> int:
 def conv_wgrad_methods(backend: str) -> dict[str, str]:
     """The weight-gradient method the cpu conv chose per shape (run.json)."""
     return conv_cpu.chosen_methods() if backend == "cpu" else {}
+
+
+def cpu_kernels_path(backend: str) -> str | None:
+    """Which copy of the C++ CPU kernels ran (run.json): "avx512" or "baseline",
+    chosen at import by the CPU's features; None for other backends."""
+    if backend != "cpu":
+        return None
+    from dawnbench_fast.csrc import cpu_ops  # the cpu backend's module: loaded already
+
+    return cpu_ops.cpu_path()
 
 
 def evaluate_cli(a: argparse.Namespace) -> int:

@@ -95,15 +95,18 @@ def test_flag_and_set_override_the_default():
         cifar.config_from_args(p.parse_args(["--set", "precision=fp8"]))
 
 
-@pytest.mark.parametrize("vectorised,flags,machine,refused", [
-    (True, ZEN5, "x86_64", False),
-    (True, AVX2_LAPTOP, "x86_64", True),  # an AVX-512 build on an AVX2 CPU: SIGILL if run
-    (False, AVX2_LAPTOP, "x86_64", False),
-    (True, set(), "x86_64", False),  # flags unknown
-    (True, GRAVITON3, "aarch64", False),
+@pytest.mark.parametrize("path,vectorised,flags,machine,refused", [
+    ("march", True, ZEN5, "x86_64", False),
+    ("march", True, AVX2_LAPTOP, "x86_64", True),  # a -march=native AVX-512 build on an AVX2 CPU: SIGILL
+    ("march", False, AVX2_LAPTOP, "x86_64", False),
+    ("march", True, set(), "x86_64", False),  # flags unknown
+    ("march", True, GRAVITON3, "aarch64", False),
+    # the portable build chose its path from the CPU itself: never refused
+    ("baseline", False, AVX2_LAPTOP, "x86_64", False),
+    ("avx512", True, AVX2_LAPTOP, "x86_64", False),
 ])
-def test_cpu_kernels_built_for_a_cpu_this_one_is_not_are_refused(vectorised, flags, machine, refused):
-    reason = build_isa_reason(vectorised, flags, machine)
+def test_cpu_kernels_built_for_a_cpu_this_one_is_not_are_refused(path, vectorised, flags, machine, refused):
+    reason = build_isa_reason(path, vectorised, flags, machine)
     assert (reason is not None) == refused
     if refused:
         assert "avx512f" in reason and "pip install -e ." in reason

@@ -225,9 +225,55 @@ def test_pool_bn_act_rejects_bad_inputs():
 
 
 def test_fused_source_compiles_without_avx512():
-    """The one-lane fallback (builds with DAWNBENCH_MARCH='' or an older CPU)."""
-    args = [a for a in build.cpu_compile_args() if not a.startswith("-march")]
+    """The one-lane fallback (the baseline copy; DAWNBENCH_MARCH for an older CPU)."""
+    args = [*build.cpu_compile_args(), "-DDBF_CPU_ISA=v3"]
     r = subprocess.run(["g++", "-fsyntax-only", *args, "-march=x86-64-v3", "-Werror",
                         "-I", str(build.HERE), str(build.HERE / "cpu_fused_bn.cpp")],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
+
+
+def _other_cpu_path():
+    """The baseline copy, where this build and CPU also run the AVX-512 one."""
+    runs = dict(native.load().cpu_paths())
+    if not (runs.get("avx512") and runs.get("baseline")):
+        pytest.skip(f"needs the portable build's two CPU paths on an AVX-512 CPU (have {runs})")
+    return "baseline"
+
+
+class _Path:
+    """Run a block with the C++ CPU kernels' copy ``name`` (restored after)."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __enter__(self):
+        self.mod = native.load()
+        self.was = self.mod.cpu_path()
+        self.mod.set_cpu_path(self.name)
+
+    def __exit__(self, *exc):
+        self.mod.set_cpu_path(self.was)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("act", ["gelu", "silu"])
+def test_baseline_and_avx512_paths_bit_identical(dtype, act):
+    """cpu_vec.h's AVX-512 forms give the scalar code's bits, so the two copies
+    of the portable build agree exactly: fused pool, NHWC loops, old loops."""
+    baseline = _other_cpu_path()
+    x, bn = _input((4, 37, 13, 11), dtype, ties=True), _bn(37, True)
+    x_nhwc = _input((3, 37, 9, 7), dtype)
+    results = {}
+    for path in ("avx512", baseline):
+        with _Path(path):
+            assert native.load().nhwc_kernels_vectorised() == (path == "avx512")
+            fused = _run(_fused, x, bn, act, results["avx512"][0][1] if results else None)
+            with _Loops(True):
+                nhwc = _run(ops.bn_act, x_nhwc, bn, act, results["avx512"][1][1] if results else None)
+            with _Loops(False):
+                old = _run(ops.bn_act, x_nhwc, bn, act, nhwc[1])
+            results[path] = (fused, nhwc, old)
+    for got, want in zip(results[baseline], results["avx512"], strict=True):
+        for g, w in zip(got, want, strict=True):
+            assert torch.equal(g, w)
