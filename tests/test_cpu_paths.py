@@ -63,7 +63,7 @@ def test_runtime_check_covers_the_avx512_copy_flags():
     checked = re.findall(r'__builtin_cpu_supports\("(\w+)"\)', (build.HERE / "bindings.cpp").read_text())
     assert sorted(checked) == sorted(build.AVX512_FEATURES)
     avx512 = dict(build.cpu_copies("x86_64"))["avx512"]
-    assert sorted(f[2:] for f in avx512 if f.startswith("-m") and f != "-mtune=generic") == sorted(
+    assert sorted(f[2:] for f in avx512 if f.startswith("-m") and not f.startswith("-mtune=")) == sorted(
         build.AVX512_FEATURES)
 
 
