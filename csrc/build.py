@@ -214,6 +214,33 @@ def missing_executable(commands: list[list[str] | None]) -> str | None:
     return None
 
 
+def add_cuda_objects(ext, build_temp: str) -> bool:  # noqa: ANN001 - a setuptools Extension
+    """Compile the CUDA sources and add them, cudart_static and DBF_WITH_CUDA to
+    ``ext``; False (and one line saying why) when the CPU part is built alone."""
+    if os.environ.get("DAWNBENCH_NO_CUDA", "") not in ("", "0"):
+        _say("DAWNBENCH_NO_CUDA set: building the CPU part only")
+        return False
+    nvcc = find_nvcc()
+    if nvcc is None:
+        _say("no CUDA toolkit (nvcc) found: building the CPU part only; "
+             "`--kernels cuda` can still use CuPy (pip install 'dawnbench-fast[cuda]')")
+        return False
+    libdir = cuda_lib_dir(nvcc)
+    if libdir is None:
+        _say(f"{nvcc} found but no libcudart_static.a beside it: CPU part only")
+        return False
+    try:
+        objs = compile_cuda_objects(nvcc, Path(build_temp) / "cuda")
+    except (RuntimeError, OSError) as e:
+        _say(f"CUDA compile failed, building the CPU part only: {e}")
+        return False
+    ext.extra_objects = list(ext.extra_objects or []) + objs
+    ext.define_macros = list(ext.define_macros or []) + [("DBF_WITH_CUDA", "1")]
+    ext.library_dirs = list(ext.library_dirs or []) + [str(libdir)]
+    ext.libraries = list(ext.libraries or []) + ["cudart_static", "dl", "rt", "pthread"]
+    return True
+
+
 def ext_modules_and_cmdclass() -> tuple[list, dict]:
     """What setup.py passes to setup(): the extension and its build command."""
     if os.environ.get("DAWNBENCH_NO_EXT", "") not in ("", "0"):
@@ -256,7 +283,7 @@ def ext_modules_and_cmdclass() -> tuple[list, dict]:
                 return
             try:
                 self._add_cpu_copies(ext)
-                with_cuda = self._add_cuda(ext)
+                with_cuda = add_cuda_objects(ext, self.build_temp)
                 super().build_extension(ext)
             except Exception as e:  # compiler broken: install without _C
                 _say(f"NOT built ({type(e).__name__}: {e}); the CPU C++ kernels will be "
@@ -278,30 +305,6 @@ def ext_modules_and_cmdclass() -> tuple[list, dict]:
                     depends=[str(HERE / h) for h in sorted(os.listdir(HERE)) if h.endswith((".h", ".cuh"))],
                 ))
             ext.extra_objects = link_objects_in_order(objs_by_copy) + list(ext.extra_objects or [])
-
-        def _add_cuda(self, ext) -> bool:  # noqa: ANN001
-            if os.environ.get("DAWNBENCH_NO_CUDA", "") not in ("", "0"):
-                _say("DAWNBENCH_NO_CUDA set: building the CPU part only")
-                return False
-            nvcc = find_nvcc()
-            if nvcc is None:
-                _say("no CUDA toolkit (nvcc) found: building the CPU part only; "
-                     "`--kernels cuda` can still use CuPy (pip install 'dawnbench-fast[cuda]')")
-                return False
-            libdir = cuda_lib_dir(nvcc)
-            if libdir is None:
-                _say(f"{nvcc} found but no libcudart_static.a beside it: CPU part only")
-                return False
-            try:
-                objs = compile_cuda_objects(nvcc, Path(self.build_temp) / "cuda")
-            except (RuntimeError, OSError) as e:
-                _say(f"CUDA compile failed, building the CPU part only: {e}")
-                return False
-            ext.extra_objects = list(ext.extra_objects or []) + objs
-            ext.define_macros = list(ext.define_macros or []) + [("DBF_WITH_CUDA", "1")]
-            ext.library_dirs = list(ext.library_dirs or []) + [str(libdir)]
-            ext.libraries = list(ext.libraries or []) + ["cudart_static", "dl", "rt", "pthread"]
-            return True
 
     return [ext], {"build_ext": BuildExt}
 

@@ -31,12 +31,13 @@ import torch.nn.functional as F
 
 from dawnbench_fast import checkpoint, cli, config_file, dispatch, gpu_defaults
 from dawnbench_fast.cifar_recipe import RECIPES, CifarRecipe, apply_overrides, validate
+from dawnbench_fast.csrc import cpu_ops
 from dawnbench_fast.data import augment as aug
 from dawnbench_fast.data.cifar10 import Cifar10, DataError, load_cifar10
 from dawnbench_fast.data.cifar10_device import DeviceData, prepare_data
 from dawnbench_fast.data.host_copy import to_device
 from dawnbench_fast.data.progressive import epoch_side, first_epoch_of_each_side, keyed_crop
-from dawnbench_fast.data.pruning import dropped_count, prune_epoch, pruned_epoch
+from dawnbench_fast.data.pruning import EpochPruner, dropped_count
 from dawnbench_fast.models import conv_cpu
 from dawnbench_fast.models.cifar_net import CifarNet, FoldedCifarNet
 from dawnbench_fast.optim.muon import Muon
@@ -109,12 +110,15 @@ def build_optimizers(model: CifarNet, cfg: Config, whiten_bias_steps: int = 0,
 
 
 def forward_loss(model: CifarNet, x: torch.Tensor, y: torch.Tensor, whiten_bias_grad: bool,
-                 precision: str, label_smoothing: float) -> torch.Tensor:
-    """The step's forward under autocast and each example's label-smoothed
-    loss: what ``compile`` compiles (AOTAutograd compiles its backward with it)."""
+                 precision: str, label_smoothing: float, per_example: bool = False) -> torch.Tensor:
+    """The step's forward under autocast and its summed label-smoothed loss
+    (each example's, for pruning): what ``compile`` compiles (AOTAutograd
+    compiles its backward with it). The sum stays ATen's own reduction, so a
+    run without pruning computes exactly what it computed before pruning existed."""
     with autocast(precision, x.device):
         out = model(x, whiten_bias_grad=whiten_bias_grad)
-    return F.cross_entropy(out.float(), y, label_smoothing=label_smoothing, reduction="none")
+    return F.cross_entropy(out.float(), y, label_smoothing=label_smoothing,
+                           reduction="none" if per_example else "sum")
 
 
 class Trainer:
@@ -126,13 +130,12 @@ class Trainer:
         self.n_train = len(data.train_labels)
         self.batch = min(cfg.batch_size, self.n_train)
         self.steps_per_epoch = max(1, self.n_train // self.batch)  # a whole, unpruned epoch
+        self.pruner = EpochPruner(self.n_train, cfg.prune, cfg.prune_until, cfg.epochs, cfg.seed,
+                                  device) if cfg.prune else None
         pruned = max(1, (self.n_train - dropped_count(self.n_train, cfg.prune)) // self.batch)
-        self.epoch_steps = epoch_steps(
-            cfg.epochs, lambda e: pruned if self.pruned(e) else self.steps_per_epoch)
+        self.epoch_steps = epoch_steps(cfg.epochs, lambda e: pruned if self.pruner and self.pruner.pruned(e)
+                                       else self.steps_per_epoch)
         self.total_steps = sum(self.epoch_steps)
-        # each image's loss at its last step, which ranks it for pruning
-        self.sample_loss = torch.zeros(self.n_train, device=device) if cfg.prune else None
-        self.loss_weight: torch.Tensor | None = None  # this epoch's, when pruned
         self.whiten_bias_steps = steps_in(cfg.whiten_bias_epochs, self.steps_per_epoch)
         self.augment = dispatch.get_op("augment", backend)
         # one epoch of each training resolution, for the warm-up (train.warm_up)
@@ -144,10 +147,6 @@ class Trainer:
         self.alternate_whiten_bias = False  # prepare_warm_up: the throwaway warm-up task only
         self.compiled = gpu_defaults.compile_enabled(cfg.compile, device)
         self.forward_loss = gpu_defaults.compiled(forward_loss) if self.compiled else forward_loss
-
-    def pruned(self, epoch: int) -> bool:
-        """Whether ``epoch`` leaves out some well-learnt images (cfg.prune)."""
-        return pruned_epoch(epoch, self.cfg.epochs, self.cfg.prune, self.cfg.prune_until)
 
     def prepare_warm_up(self) -> None:
         """Compiled, the step with the whitening bias trained and the step with
@@ -175,9 +174,10 @@ class Trainer:
         from here (data order and augmentation are keyed by seed, epoch and
         index, so they need no state)."""
         return {"model": self.model.state_dict(), "optimizers": [o.state_dict() for o in self.optimizers],
-                "step": self.step, "torch_rng": torch.get_rng_state(), "sample_loss": self.sample_loss,
+                "step": self.step, "torch_rng": torch.get_rng_state(),
+                "sample_loss": self.pruner.sample_loss if self.pruner else None,
                 # recorded, not imposed: on the same machine the per-machine cache gives the same ones
-                "kernel_choices": conv_wgrad_methods(self.backend)}
+                "kernel_choices": kernel_choices(self.backend)}
 
     def load_state_dict(self, state: dict) -> None:
         self.init_model()
@@ -185,8 +185,8 @@ class Trainer:
         for opt, saved in zip(self.optimizers, state["optimizers"], strict=True):
             opt.load_state_dict(saved)
         self.step = state["step"]
-        ranking = state.get("sample_loss")  # None unless the recipe prunes
-        self.sample_loss = None if ranking is None else ranking.to(self.device, copy=True)
+        if self.pruner is not None:  # its ranking, a copy: the state may be a live one
+            self.pruner.sample_loss = state["sample_loss"].to(self.device, copy=True)
         torch.set_rng_state(state["torch_rng"])
 
     def learning_rates(self) -> dict[str, float]:
@@ -199,10 +199,8 @@ class Trainer:
         """(indices, augmented images) for each step of ``epoch``."""
         cfg = self.cfg
         order = np.random.default_rng([cfg.seed, epoch]).permutation(self.n_train)
-        self.loss_weight = None
-        if self.pruned(epoch):
-            order, weight = prune_epoch(order, self.sample_loss, cfg.prune, cfg.seed, epoch)
-            self.loss_weight = weight.to(self.device)
+        if self.pruner is not None:
+            order = self.pruner.epoch_order(order, epoch)
         for i in range(len(order) // self.batch):
             self.splits.start()
             idx = order[i * self.batch : (i + 1) * self.batch]
@@ -219,11 +217,10 @@ class Trainer:
         cfg, model = self.cfg, self.model
         self.splits.start()
         model.train()
-        losses = self.forward_loss(model, x, self.data.train_labels[idx], self.whiten_bias_grad(),
-                                   cfg.precision, cfg.label_smoothing)
-        if self.sample_loss is not None:
-            self.sample_loss[idx] = losses.detach()
-        loss = losses.sum() if self.loss_weight is None else (losses * self.loss_weight[idx]).sum()
+        loss = self.forward_loss(model, x, self.data.train_labels[idx], self.whiten_bias_grad(),
+                                 cfg.precision, cfg.label_smoothing, self.pruner is not None)
+        if self.pruner is not None:
+            loss = self.pruner.loss(idx, loss)
         self.splits.mark("forward")
         loss.backward()
         self.splits.mark("backward")
@@ -383,8 +380,7 @@ def recipe(ds: Cifar10, data: DeviceData, device: torch.device, backend: str) ->
         },
         data={"root": str(ds.root), "layout": ds.layout, "verified_md5": ds.verified},
         save_model=lambda task, cfg, path: save_model(task.model, cfg, path),
-        extra_result=lambda backend: {"conv_wgrad_methods": conv_wgrad_methods(backend),
-                                      "cpu_kernels_path": cpu_kernels_path(backend)},
+        extra_result=kernel_choices,
     )
 
 
@@ -421,19 +417,12 @@ def run_cli(a: argparse.Namespace) -> int:
     return run_seeds(recipe(ds, data, device, backend), cfg, a, device, backend, phases.seconds["data_load"])
 
 
-def conv_wgrad_methods(backend: str) -> dict[str, str]:
-    """The weight-gradient method the cpu conv chose per shape (run.json)."""
-    return conv_cpu.chosen_methods() if backend == "cpu" else {}
-
-
-def cpu_kernels_path(backend: str) -> str | None:
-    """Which copy of the C++ CPU kernels ran (run.json): "avx512" or "baseline",
-    chosen at import by the CPU's features; None for other backends."""
-    if backend != "cpu":
-        return None
-    from dawnbench_fast.csrc import cpu_ops  # the cpu backend's module: loaded already
-
-    return cpu_ops.cpu_path()
+def kernel_choices(backend: str) -> dict:
+    """What the cpu backend chose (run.json, checkpoints): the conv weight-gradient
+    method per shape and the copy of the C++ kernels ("avx512" or "baseline")."""
+    cpu = backend == "cpu"
+    return {"conv_wgrad_methods": conv_cpu.chosen_methods() if cpu else {},
+            "cpu_kernels_path": cpu_ops.cpu_path() if cpu else None}
 
 
 def evaluate_cli(a: argparse.Namespace) -> int:

@@ -83,8 +83,8 @@ def test_runtime_choice_is_reported():
             assert mod.cpu_path() == want
         assert mod.nhwc_kernels_vectorised() == (mod.cpu_path() == "avx512")
     assert cpu_ops.cpu_path() == mod.cpu_path()
-    assert cifar.cpu_kernels_path("cpu") == mod.cpu_path()  # run.json's result.cpu_kernels_path
-    assert cifar.cpu_kernels_path("torch") is None
+    assert cifar.kernel_choices("cpu")["cpu_kernels_path"] == mod.cpu_path()  # run.json
+    assert cifar.kernel_choices("torch")["cpu_kernels_path"] is None
     with pytest.raises(ValueError, match="not in this build"):
         mod.set_cpu_path("sse1")
 

@@ -81,25 +81,26 @@ def test_a_pruning_trainer_plans_visits_and_weighs_its_epochs():
     assert task.epoch_steps == [8, 6, 6] and task.total_steps == 20
     assert _small().build_task(torch.device("cpu")).epoch_steps == [8, 8, 8]
     task.init_model()
-    task.sample_loss = torch.rand(512, generator=torch.Generator().manual_seed(5)) + 0.1
-    ranked = torch.argsort(task.sample_loss, stable=True)
+    task.pruner.sample_loss = torch.rand(512, generator=torch.Generator().manual_seed(5)) + 0.1
+    ranked = torch.argsort(task.pruner.sample_loss, stable=True)
     batches = list(task.epoch_batches(1))
     seen = torch.cat([idx for idx, _ in batches])
     assert len(batches) == 6 and len(seen) == 384 == len(set(seen.tolist()))
     assert set(ranked[256:].tolist()) <= set(seen.tolist())  # every high-loss image trains
     easy_seen = set(seen.tolist()) & set(ranked[:256].tolist())
     assert len(easy_seen) == 128
-    assert task.loss_weight[list(easy_seen)].eq(2.0).all() and task.loss_weight[ranked[256:]].eq(1.0).all()
-    before = task.sample_loss.clone()
+    weight = task.pruner.weight
+    assert weight[list(easy_seen)].eq(2.0).all() and weight[ranked[256:]].eq(1.0).all()
+    before = task.pruner.sample_loss.clone()
     idx, x = batches[0]
     loss = task.train_step(idx, x)
-    assert not torch.equal(task.sample_loss[idx], before[idx])  # the step recorded its losses
+    assert not torch.equal(task.pruner.sample_loss[idx], before[idx])  # the step recorded its losses
     untouched = torch.ones(512, dtype=torch.bool)
     untouched[idx] = False
-    assert torch.equal(task.sample_loss[untouched], before[untouched])
+    assert torch.equal(task.pruner.sample_loss[untouched], before[untouched])
     # the step's loss is the weighted sum of the losses it recorded
-    torch.testing.assert_close(loss.total, (task.sample_loss[idx] * task.loss_weight[idx]).sum())
-    assert list(task.epoch_batches(0)) and task.loss_weight is None  # epoch 0: all images, weight 1
+    torch.testing.assert_close(loss.total, (task.pruner.sample_loss[idx] * task.pruner.weight[idx]).sum())
+    assert list(task.epoch_batches(0)) and task.pruner.weight is None  # epoch 0: all images, weight 1
 
 
 def test_a_pruning_trainer_resumes_its_ranking_from_the_state():
@@ -109,7 +110,7 @@ def test_a_pruning_trainer_resumes_its_ranking_from_the_state():
     for epoch in (0, 1):
         train_epoch(a, epoch)
     state = copy.deepcopy(a.state_dict())  # a checkpoint: not the live tensors a goes on training
-    assert torch.equal(state["sample_loss"], a.sample_loss) and a.sample_loss.gt(0).all()
+    assert torch.equal(state["sample_loss"], a.pruner.sample_loss) and a.pruner.sample_loss.gt(0).all()
     b = cfg.build_task(torch.device("cpu"))
     b.load_state_dict(state)
     c = cfg.build_task(torch.device("cpu"))

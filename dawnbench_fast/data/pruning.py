@@ -54,3 +54,31 @@ def prune_epoch(order: np.ndarray, sample_loss: torch.Tensor, share: float, seed
     weight[torch.from_numpy(easy)] = 1.0 / (1.0 - share)
     weight[torch.from_numpy(drop)] = 0.0  # never read: the dropped images are not in the order
     return order[keep[order]], weight
+
+
+class EpochPruner:
+    """One run's pruning: each training image's loss at its last step (the
+    ranking, saved with the run's state), and the current epoch's weights."""
+
+    def __init__(self, n: int, share: float, until: float, epochs: float, seed: int,
+                 device: torch.device):
+        self.share, self.until, self.epochs, self.seed = share, until, epochs, seed
+        self.sample_loss = torch.zeros(n, device=device)
+        self.weight: torch.Tensor | None = None  # this epoch's, when it is pruned
+
+    def pruned(self, epoch: int) -> bool:
+        return pruned_epoch(epoch, self.epochs, self.share, self.until)
+
+    def epoch_order(self, order: np.ndarray, epoch: int) -> np.ndarray:
+        """The epoch's visiting order (without its dropped images when pruned)."""
+        self.weight = None
+        if not self.pruned(epoch):
+            return order
+        order, weight = prune_epoch(order, self.sample_loss, self.share, self.seed, epoch)
+        self.weight = weight.to(self.sample_loss.device)
+        return order
+
+    def loss(self, idx: torch.Tensor, losses: torch.Tensor) -> torch.Tensor:
+        """The step's loss from its examples' ``losses``, which rank them next."""
+        self.sample_loss[idx] = losses.detach()
+        return (losses if self.weight is None else losses * self.weight[idx]).sum()

@@ -4,7 +4,7 @@ is scored on the same weights, so the differences are the views', not a
 seed's).
 
     python -m dawnbench_fast.cifar --save-model runs/m.pt ...   # any trained model
-    python benchmarks/study_tta_views.py runs/m0.pt runs/m1.pt [--below 0.8]
+    python benchmarks/bench_tta_views.py runs/m0.pt runs/m1.pt [--below 0.8]
 
 Each model's logits for the 50 views (translations by -2..2 px in each axis,
 each mirrored or not; reflect padding) are computed once over the 10,000 test
