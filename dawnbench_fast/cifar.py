@@ -37,7 +37,7 @@ from dawnbench_fast.data.cifar10 import Cifar10, DataError, load_cifar10
 from dawnbench_fast.data.cifar10_device import DeviceData, prepare_data
 from dawnbench_fast.data.host_copy import to_device
 from dawnbench_fast.data.progressive import epoch_side, first_epoch_of_each_side, keyed_crop
-from dawnbench_fast.data.pruning import EpochPruner, dropped_count
+from dawnbench_fast.data.pruning import EpochPruner
 from dawnbench_fast.models import conv_cpu
 from dawnbench_fast.models.cifar_net import CifarNet, FoldedCifarNet
 from dawnbench_fast.optim.muon import Muon
@@ -132,9 +132,9 @@ class Trainer:
         self.steps_per_epoch = max(1, self.n_train // self.batch)  # a whole, unpruned epoch
         self.pruner = EpochPruner(self.n_train, cfg.prune, cfg.prune_until, cfg.epochs, cfg.seed,
                                   device) if cfg.prune else None
-        pruned = max(1, (self.n_train - dropped_count(self.n_train, cfg.prune)) // self.batch)
-        self.epoch_steps = epoch_steps(cfg.epochs, lambda e: pruned if self.pruner and self.pruner.pruned(e)
-                                       else self.steps_per_epoch)
+        # as many steps as whole batches of the images the epoch visits (epoch_batches)
+        self.epoch_steps = epoch_steps(cfg.epochs, lambda e: self.pruner.images(e) // self.batch
+                                       if self.pruner else self.steps_per_epoch)
         self.total_steps = sum(self.epoch_steps)
         self.whiten_bias_steps = steps_in(cfg.whiten_bias_epochs, self.steps_per_epoch)
         self.augment = dispatch.get_op("augment", backend)

@@ -69,6 +69,11 @@ class EpochPruner:
     def pruned(self, epoch: int) -> bool:
         return pruned_epoch(epoch, self.epochs, self.share, self.until)
 
+    def images(self, epoch: int) -> int:
+        """Images ``epoch`` visits: all, or all but the dropped ones."""
+        n = len(self.sample_loss)
+        return n - dropped_count(n, self.share) if self.pruned(epoch) else n
+
     def epoch_order(self, order: np.ndarray, epoch: int) -> np.ndarray:
         """The epoch's visiting order (without its dropped images when pruned)."""
         self.weight = None
