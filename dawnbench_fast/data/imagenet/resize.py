@@ -6,12 +6,14 @@ The resampling is Pillow's bilinear ``resize`` (what torchvision's
 ``RandomResizedCrop`` and ``Resize`` use on PIL images), rewritten: a
 triangle filter whose support widens with the downscale factor (so shrinking
 is antialiased: every source pixel under an output pixel counts, none is
-skipped), weights in 22-bit fixed point, a horizontal pass rounded to uint8,
-then a vertical pass. Doing what Pillow does, rounding included, keeps the
-tests' reference exact: on a full-size decode the result equals
-``img.crop(box).resize((w, h), BILINEAR)`` (then ``FLIP_LEFT_RIGHT``) to
-within 1 (floating-point order in the weights), and a model trained here
-sees the pixels a torchvision pipeline would have shown it.
+skipped), weights in 22-bit fixed point, one pass per axis with the
+intermediate rounded to uint8. Doing what Pillow does, rounding included,
+keeps the tests' reference exact and shows a model the pixels a torchvision
+pipeline would have shown it. One liberty: the vertical pass runs first when
+the box shrinks along y (the horizontal pass, which cannot vectorise, then
+runs on the output's rows only: about 30% faster at 160 px), where Pillow
+runs the horizontal pass first; the rounded intermediate then differs, and
+the result by at most one grey level.
 
 The box is in source pixels and may be fractional (a crop mapped into an
 image decoded at 1/2, or the validation box); ``clip`` is the window the
@@ -73,11 +75,11 @@ def _clip8(acc: int) -> int:
 
 
 @numba.njit(nogil=True, cache=True)
-def _horizontal(src, row0: int, rows: int, first, taps, weights, flip: bool):
-    """Rows ``row0 .. row0 + rows`` of ``src`` resampled to ``len(first)``
-    columns (mirrored if ``flip``), rounded to uint8, as a (rows, out_w * 3) array."""
-    out_w = first.shape[0]
-    tmp = np.empty((rows, out_w * 3), np.uint8)
+def _horizontal(src, row0: int, first, taps, weights, flip: bool, out) -> None:
+    """Rows ``row0 ..`` of ``src`` (h, w, 3) resampled along x into ``out``
+    (rows, out_w, 3), mirrored if ``flip``: one output pixel at a time (the
+    taps of neighbouring pixels overlap, which defeats vectorising)."""
+    rows, out_w = out.shape[0], out.shape[1]
     for r in range(rows):
         line = src[row0 + r]
         for xx in range(out_w):
@@ -88,11 +90,29 @@ def _horizontal(src, row0: int, rows: int, first, taps, weights, flip: bool):
                 a0 += line[x0 + t, 0] * w
                 a1 += line[x0 + t, 1] * w
                 a2 += line[x0 + t, 2] * w
-            d = 3 * (out_w - 1 - xx if flip else xx)
-            tmp[r, d] = _clip8(a0)
-            tmp[r, d + 1] = _clip8(a1)
-            tmp[r, d + 2] = _clip8(a2)
-    return tmp
+            d = out_w - 1 - xx if flip else xx
+            out[r, d, 0] = _clip8(a0)
+            out[r, d, 1] = _clip8(a1)
+            out[r, d, 2] = _clip8(a2)
+
+
+@numba.njit(nogil=True, cache=True)
+def _vertical(src, col0: int, first, taps, weights, out) -> None:
+    """Columns ``col0 ..`` of ``src`` (h, w, 3) resampled along y into ``out``
+    (out_h, cols, 3): whole rows at a time, contiguous, so it vectorises."""
+    out_h, n = out.shape[0], out.shape[1] * 3
+    flat_src = src.reshape(src.shape[0], src.shape[1] * 3)
+    flat = out.reshape(out_h, n)
+    acc = np.empty(n, np.int64)
+    for yy in range(out_h):
+        acc[:] = _HALF
+        for t in range(taps[yy]):
+            w = np.int64(weights[yy, t])
+            line = flat_src[first[yy] + t, col0 * 3:col0 * 3 + n]
+            for j in range(n):
+                acc[j] += line[j] * w
+        for j in range(n):
+            flat[yy, j] = _clip8(acc[j])
 
 
 @numba.njit(nogil=True, cache=True)
@@ -104,22 +124,19 @@ def resize_into(src, out, x0: float, y0: float, x1: float, y1: float,
     out_h, out_w = out.shape[0], out.shape[1]
     fx, nx, kx = _coeffs(x0, x1, clip_left, clip_right, out_w)
     fy, ny, ky = _coeffs(y0, y1, clip_top, clip_bottom, out_h)
-    # Only the rows the vertical pass reads go through the horizontal pass.
-    row0 = fy[0]
-    rows = fy[out_h - 1] + ny[out_h - 1] - row0
-    tmp = _horizontal(src, row0, rows, fx, nx, kx, flip)
-    flat = out.reshape(out_h, out_w * 3)
-    acc = np.empty(out_w * 3, np.int64)
-    for yy in range(out_h):
-        acc[:] = _HALF
-        r0 = fy[yy] - row0
-        for t in range(ny[yy]):
-            w = np.int64(ky[yy, t])
-            line = tmp[r0 + t]
-            for j in range(out_w * 3):  # contiguous: vectorises
-                acc[j] += line[j] * w
-        for j in range(out_w * 3):
-            flat[yy, j] = _clip8(acc[j])
+    # The source rows and columns the filters read.
+    row0, rows = fy[0], fy[out_h - 1] + ny[out_h - 1] - fy[0]
+    col0, cols = fx[0], fx[out_w - 1] + nx[out_w - 1] - fx[0]
+    if rows > out_h:
+        # Shrinking along y: the vertical pass first, so the slow horizontal
+        # pass runs on out_h rows instead of all the box's rows.
+        tmp = np.empty((out_h, cols, 3), np.uint8)
+        _vertical(src, col0, fy, ny, ky, tmp)
+        _horizontal(tmp, 0, fx - col0, nx, kx, flip, out)
+    else:
+        tmp = np.empty((rows, out_w, 3), np.uint8)
+        _horizontal(src, row0, fx, nx, kx, flip, tmp)
+        _vertical(tmp, 0, fy - row0, ny, ky, out)
 
 
 def check_out(out: np.ndarray) -> None:
