@@ -11,7 +11,9 @@ PIL + torch baseline, per core, on real JPEGs (pytest-benchmark).
   does it: ``Image.open(...).convert("RGB")``, the same crop box (drawn from
   the same keyed numbers), ``crop`` + ``resize(BILINEAR)`` +
   ``FLIP_LEFT_RIGHT``, ``torch.from_numpy(np.array(img)).permute(2, 0, 1)``,
-  then ``torch.stack`` into the batch.
+  then ``torch.stack`` into the batch, with torch on one thread as in a
+  DataLoader worker (on a busy machine, two OpenMP threads made that
+  stack of permuted views 250 times slower).
 - ``loader_threads``: ours with one thread per core, for the scaling.
 
 Both read the encoded bytes from memory (the file reads are the same for
@@ -143,9 +145,12 @@ def test_decode_crop_flip_per_core(benchmark, sources, impl, form, size):
     images = loader.steps_per_epoch * batch
     benchmark.group = f"decode + crop + flip, {size} px, {form}, one core"
     run = _epoch_ours if impl == "ours" else _epoch_pil
+    torch_threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one core, as in a DataLoader worker (torch.stack would spread otherwise)
     try:
         _record(benchmark, lambda: run(loader, size), images, source, 1)
     finally:
+        torch.set_num_threads(torch_threads)
         loader.close()
 
 
