@@ -24,7 +24,7 @@ into place when complete, so a crash never leaves a half-written file under
 the real name.
 
     python -m dawnbench_fast.data.imagenet.pack ROOT/train train.pack [--max-side 256]
-    python -m dawnbench_fast.data.imagenet.pack ROOT/val val.pack --short-side 292 --classes-from ROOT/train
+    python -m dawnbench_fast.data.imagenet.pack ROOT/val val.pack --short-side 293 --classes-from ROOT/train
 """
 
 from __future__ import annotations
