@@ -16,7 +16,6 @@ in parallel.
 from __future__ import annotations
 
 import io
-import warnings
 
 import numpy as np
 from PIL import Image
@@ -34,10 +33,9 @@ def _reason(e: Exception) -> str:
 def open_image(data: bytes, name: str) -> Image.Image:
     """The image's header, parsed (size, mode, format); the pixels are not decoded yet."""
     try:
-        with warnings.catch_warnings():
-            # A huge image is a warning in Pillow; here it is just a big image.
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            img = Image.open(io.BytesIO(data))
+        # (no warnings.catch_warnings here: it swaps process-wide state and the
+        # loader's threads call this concurrently; a bomb warning on a huge image is harmless)
+        img = Image.open(io.BytesIO(data))
     except Exception as e:  # UnidentifiedImageError, OSError, SyntaxError from plugins...
         raise BadImage(name, _reason(e)) from e
     if img.width < 1 or img.height < 1:
