@@ -13,7 +13,8 @@ from imagenet_sample import sample_files, sample_tree, standard_index
 from dawnbench_fast.data.imagenet import val_layout
 from dawnbench_fast.data.imagenet.errors import BadImage, DataError
 from dawnbench_fast.data.imagenet.folder import ImageFolder, open_splits
-from dawnbench_fast.data.imagenet.source import ImageSource, open_source
+from dawnbench_fast.data.imagenet.loader import open_source
+from dawnbench_fast.data.imagenet.source import ImageSource
 from dawnbench_fast.data.imagenet.synthetic import make_image_folder
 
 

@@ -15,7 +15,8 @@ from PIL import Image
 from dawnbench_fast.data.imagenet import pack as P
 from dawnbench_fast.data.imagenet.errors import BadImage, DataError
 from dawnbench_fast.data.imagenet.folder import ImageFolder
-from dawnbench_fast.data.imagenet.source import ImageSource, open_source
+from dawnbench_fast.data.imagenet.loader import open_source
+from dawnbench_fast.data.imagenet.source import ImageSource
 from dawnbench_fast.data.imagenet.synthetic import make_image_folder
 
 

@@ -29,18 +29,31 @@ import os
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from dawnbench_fast.data.imagenet import crop
 from dawnbench_fast.data.imagenet.errors import BadImage
+from dawnbench_fast.data.imagenet.folder import ImageFolder
 from dawnbench_fast.data.imagenet.jpeg import decode, draft_scale, open_image
+from dawnbench_fast.data.imagenet.pack import PackedSource
 from dawnbench_fast.data.imagenet.resize import resize_into
 from dawnbench_fast.data.imagenet.source import ImageSource
 
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 CHUNK = 8  # images per pool task: enough to hide the task overhead, small enough to balance
+
+
+def open_source(path: str | Path, classes: list[str] | None = None) -> ImageSource:
+    """A packed file (pack.py) or an ImageFolder split folder (``root/train``),
+    by what ``path`` is. ``classes`` (folders only): the synset list to index
+    by, e.g. the training split's for the validation split."""
+    path = Path(path)
+    if path.is_file():
+        return PackedSource(path)
+    return ImageFolder(path, classes=classes)
 
 
 def default_threads() -> int:

@@ -1,12 +1,11 @@
 """What the loader reads images from: an :class:`ImageSource` is a numbered
 list of encoded images with their labels. ``folder.ImageFolder`` (files in
 the ImageFolder layout) and ``pack.PackedSource`` (one packed file) are the
-two; :func:`open_source` picks by what the path is.
+two; ``loader.open_source`` picks by what the path is.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import torch
@@ -37,15 +36,3 @@ class ImageSource(Protocol):
         """Where image ``i`` comes from, for error messages."""
         ...
 
-
-def open_source(path: str | Path, classes: list[str] | None = None) -> ImageSource:
-    """A packed file (pack.py) or an ImageFolder split folder (``root/train``),
-    by what ``path`` is. ``classes`` (folders only): the synset list to index
-    by, e.g. the training split's for the validation split."""
-    from dawnbench_fast.data.imagenet.folder import ImageFolder
-    from dawnbench_fast.data.imagenet.pack import PackedSource
-
-    path = Path(path)
-    if path.is_file():
-        return PackedSource(path)
-    return ImageFolder(path, classes=classes)
