@@ -115,6 +115,8 @@ def test_errors_and_bad_files(splits, tmp_path):
         ImageNetLoader(train, global_batch=8, seed=0, rank=2, world_size=2)
     with pytest.raises(ValueError, match="larger than the 36 images"):
         ImageNetLoader(train, global_batch=64, seed=0)
+    with ImageNetLoader(train, global_batch=4, seed=0) as loader, pytest.raises(ValueError, match="size 0"):
+        loader.train_batches(0, 0)  # at the call, before any batch
     root = make_image_folder(tmp_path, classes=2, train_per_class=4, val_per_class=1, size=32)
     cut = root / "train" / "n00000000" / "n00000000_1.JPEG"
     cut.write_bytes(cut.read_bytes()[:300])  # truncated

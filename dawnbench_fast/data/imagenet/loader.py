@@ -64,6 +64,11 @@ def default_threads() -> int:
         return os.cpu_count() or 1
 
 
+def _check_size(size: int) -> None:
+    if size < 1:
+        raise ValueError(f"size {size}: the output side must be a positive number of pixels")
+
+
 class ImageNetLoader:
     """Batches of ``source`` for rank ``rank`` of ``world_size``.
 
@@ -108,6 +113,7 @@ class ImageNetLoader:
     def train_batches(self, epoch: int, size: int) -> Iterator[Batch]:
         """This rank's batches of ``epoch`` at ``size`` x ``size`` px: random
         resized crops and flips keyed by (seed, epoch, index)."""
+        _check_size(size)  # here, not at the first batch: a generator would defer the error
         plans = ((idx, crop.keyed_uniforms(self.seed, epoch, idx)) for idx in self.rank_indices(epoch))
         return self._pipeline(plans, size)
 
@@ -119,6 +125,7 @@ class ImageNetLoader:
     def val_batches(self, size: int, batch: int) -> Iterator[Batch]:
         """This rank's shard in batches of ``batch`` (the last may be smaller),
         centre crops at ``size`` x ``size`` px."""
+        _check_size(size)
         if batch < 1:
             raise ValueError(f"batch {batch}: must be positive")
         shard = self.val_shard()
@@ -128,8 +135,6 @@ class ImageNetLoader:
     def _pipeline(self, plans: Iterator[tuple[np.ndarray, np.ndarray | None]], size: int) -> Iterator[Batch]:
         """Submit each batch's work, keep one batch ahead, yield in order; on
         early exit, cancel what has not started and wait for what has."""
-        if size < 1:
-            raise ValueError(f"size {size}: must be positive")
         pending: deque[tuple[np.ndarray, torch.Tensor, list[Future]]] = deque()
         try:
             for indices, uniforms in plans:
