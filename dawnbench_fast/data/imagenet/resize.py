@@ -138,9 +138,3 @@ def resize_into(src, out, x0: float, y0: float, x1: float, y1: float,
         _horizontal(src, row0, fx, nx, kx, flip, tmp)
         _vertical(tmp, 0, fy - row0, ny, ky, out)
 
-
-def check_out(out: np.ndarray) -> None:
-    """The kernel writes through a reshape: its output must be C-contiguous uint8 (h, w, 3)."""
-    if out.dtype != np.uint8 or out.ndim != 3 or out.shape[2] != 3 or not out.flags.c_contiguous:
-        raise ValueError(f"resize_into needs a C-contiguous uint8 (h, w, 3) output, got "
-                         f"{out.dtype} {out.shape} contiguous={out.flags.c_contiguous}")
