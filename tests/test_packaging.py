@@ -26,7 +26,7 @@ def test_wheel_has_no_top_level_kernels(tmp_path):
         (top,) = [n for n in names if n.endswith("top_level.txt")]
         assert z.read(top).decode().split() == ["dawnbench_fast"]
     assert not [n for n in names if n.startswith(("kernels/", "roofline/", "csrc/"))]
-    for sub in ("kernels", "roofline", "csrc", "data", "models", "optim", "analyze"):
+    for sub in ("kernels", "roofline", "csrc", "data", "data/imagenet", "models", "optim", "analyze"):
         assert f"dawnbench_fast/{sub}/__init__.py" in names, sub
     assert "dawnbench_fast/analyze/cifar10_records.json" in names  # analyze leaderboard reads it
     assert "dawnbench_fast/cifar.py" in names

@@ -1,0 +1,210 @@
+"""The ImageNet loader: uint8 batches of decoded, cropped, flipped images for
+one rank of a (possibly distributed) run.
+
+Training batches. The epoch's order is a permutation of the whole set keyed
+by (seed, epoch), cut into global batches of ``global_batch`` images (the
+last partial one dropped); rank r of ``world_size`` takes the r-th
+contiguous share of each. Each image's crop and flip are keyed by (seed,
+epoch, image index) (crop.py). So a step's images, and every pixel of them,
+are the same whatever the number of ranks: 1 rank at batch 512 sees what 2
+ranks at 256 each see together.
+
+Validation batches: each rank takes a contiguous shard of the set (no image
+dropped, shards differ by at most one image) in order, centre crops.
+
+Images come back as a uint8 tensor (b, 3, size, size) in channels_last
+memory (NHWC storage: the layout the decoder writes and the convolutions
+want), labels and global indices as int64 (b,). Normalisation is left to the
+trainer, on the device, where it is fused and free.
+
+Work is spread over a thread pool: Pillow releases the GIL while it decodes
+and the resize kernel is compiled with ``nogil``, so threads run in parallel
+with no processes to start or pickle. The next batch is built while the
+caller uses the current one (one batch of prefetch).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from dawnbench_fast.data.imagenet import crop
+from dawnbench_fast.data.imagenet.errors import BadImage
+from dawnbench_fast.data.imagenet.folder import ImageFolder
+from dawnbench_fast.data.imagenet.jpeg import decode, draft_scale, open_image
+from dawnbench_fast.data.imagenet.pack import PackedSource
+from dawnbench_fast.data.imagenet.resize import resize_into
+from dawnbench_fast.data.imagenet.source import ImageSource
+
+Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+CHUNK = 8  # images per pool task: enough to hide the task overhead, small enough to balance
+
+
+def open_source(path: str | Path, classes: list[str] | None = None) -> ImageSource:
+    """A packed file (pack.py) or an ImageFolder split folder (``root/train``),
+    by what ``path`` is. ``classes`` (folders only): the synset list to index
+    by, e.g. the training split's for the validation split."""
+    path = Path(path)
+    if path.is_file():
+        return PackedSource(path)
+    return ImageFolder(path, classes=classes)
+
+
+def default_threads() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _check_size(size: int) -> None:
+    if size < 1:
+        raise ValueError(f"size {size}: the output side must be a positive number of pixels")
+
+
+class ImageNetLoader:
+    """Batches of ``source`` for rank ``rank`` of ``world_size``.
+
+    ``global_batch``: images per training step over all ranks (a multiple of
+    ``world_size``). ``threads``: decoding threads (default: the cores this
+    process may use). ``skip_bad``: leave unreadable images out of their
+    batch (which is then smaller) and list them in ``bad_files``, instead of
+    raising :class:`~.errors.BadImage`.
+    """
+
+    def __init__(self, source: ImageSource, *, global_batch: int, seed: int, rank: int = 0,
+                 world_size: int = 1, threads: int | None = None, skip_bad: bool = False):
+        if world_size < 1 or not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} of world_size {world_size}: need 0 <= rank < world_size")
+        if global_batch < 1 or global_batch % world_size:
+            raise ValueError(f"global_batch {global_batch} is not a positive multiple of world_size "
+                             f"{world_size}: each rank must take the same share of a step")
+        if len(source) < global_batch:
+            raise ValueError(f"global_batch {global_batch} is larger than the {len(source)} images "
+                             f"of the source: no full batch to train on")
+        self.source = source
+        self.global_batch = global_batch
+        self.local_batch = global_batch // world_size
+        self.seed, self.rank, self.world_size = seed, rank, world_size
+        self.threads = threads or default_threads()
+        self.skip_bad = skip_bad
+        self.bad_files: list[str] = []  # with skip_bad: each unreadable file once, as found
+        self._labels = source.labels.numpy()
+        self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="imagenet-decode")
+
+    @property
+    def steps_per_epoch(self) -> int:
+        """Full global batches in an epoch (the last partial one is dropped)."""
+        return len(self.source) // self.global_batch
+
+    def rank_indices(self, epoch: int) -> np.ndarray:
+        """int64 (steps_per_epoch, local_batch): this rank's images, step by step."""
+        perm = crop.keyed_permutation(self.seed, epoch, len(self.source))
+        steps = perm[:self.steps_per_epoch * self.global_batch].reshape(self.steps_per_epoch, -1)
+        return steps[:, self.rank * self.local_batch:(self.rank + 1) * self.local_batch]
+
+    def train_batches(self, epoch: int, size: int) -> Iterator[Batch]:
+        """This rank's batches of ``epoch`` at ``size`` x ``size`` px: random
+        resized crops and flips keyed by (seed, epoch, index)."""
+        _check_size(size)  # here, not at the first batch: a generator would defer the error
+        plans = ((idx, crop.keyed_uniforms(self.seed, epoch, idx)) for idx in self.rank_indices(epoch))
+        return self._pipeline(plans, size)
+
+    def val_shard(self) -> np.ndarray:
+        """int64: this rank's contiguous share of the whole set, in order."""
+        n = len(self.source)
+        return np.arange(self.rank * n // self.world_size, (self.rank + 1) * n // self.world_size)
+
+    def val_batches(self, size: int, batch: int) -> Iterator[Batch]:
+        """This rank's shard in batches of ``batch`` (the last may be smaller),
+        centre crops at ``size`` x ``size`` px."""
+        _check_size(size)
+        if batch < 1:
+            raise ValueError(f"batch {batch}: must be positive")
+        shard = self.val_shard()
+        plans = ((shard[i:i + batch], None) for i in range(0, len(shard), batch))
+        return self._pipeline(plans, size)
+
+    def _pipeline(self, plans: Iterator[tuple[np.ndarray, np.ndarray | None]], size: int) -> Iterator[Batch]:
+        """Submit each batch's work, keep one batch ahead, yield in order; on
+        early exit, cancel what has not started and wait for what has."""
+        pending: deque[tuple[np.ndarray, torch.Tensor, list[Future]]] = deque()
+        try:
+            for indices, uniforms in plans:
+                pending.append(self._submit(indices, uniforms, size))
+                if len(pending) > 1:
+                    yield self._collect(*pending.popleft())
+            while pending:
+                yield self._collect(*pending.popleft())
+        finally:
+            for _, _, futures in pending:
+                for f in futures:
+                    f.cancel()
+                for f in futures:
+                    if not f.cancelled():
+                        f.exception()  # wait: the batch buffer must outlive its writers
+
+    def _submit(self, indices: np.ndarray, uniforms: np.ndarray | None,
+                size: int) -> tuple[np.ndarray, torch.Tensor, list[Future]]:
+        images = torch.empty((len(indices), size, size, 3), dtype=torch.uint8)
+        out = images.numpy()
+        futures = [self._pool.submit(self._fill, out, indices, uniforms, lo, min(lo + CHUNK, len(indices)))
+                   for lo in range(0, len(indices), CHUNK)]
+        return indices, images, futures
+
+    def _collect(self, indices: np.ndarray, images: torch.Tensor, futures: list[Future]) -> Batch:
+        bad = sorted(j for f in futures for j in f.result())
+        if bad:
+            keep = np.setdiff1d(np.arange(len(indices)), bad)
+            indices, images = indices[keep], images[torch.from_numpy(keep)]
+        labels = torch.from_numpy(self._labels[indices])
+        # (b, h, w, 3) storage seen as (b, 3, h, w): channels_last, no copy
+        return images.permute(0, 3, 1, 2), labels, torch.from_numpy(np.ascontiguousarray(indices))
+
+    def _fill(self, out: np.ndarray, indices: np.ndarray, uniforms: np.ndarray | None,
+              lo: int, hi: int) -> list[int]:
+        """Decode and resample images ``lo .. hi`` of a batch into ``out``;
+        returns the slots of unreadable images (skip_bad) or raises BadImage."""
+        bad = []
+        for j in range(lo, hi):
+            index = int(indices[j])
+            try:
+                self._load_one(out[j], index, None if uniforms is None else uniforms[j])
+            except BadImage as e:
+                name = self.source.name(index)  # asked only now: a packed file's names are read lazily
+                if not self.skip_bad:
+                    raise BadImage(name, e.reason) from e
+                bad.append(j)
+                if name not in self.bad_files:  # list.append is atomic under the GIL
+                    self.bad_files.append(name)
+        return bad
+
+    def _load_one(self, out: np.ndarray, index: int, u: np.ndarray | None) -> None:
+        name = f"image {index}"  # replaced by the source's name if this image is bad
+        img = open_image(self.source.read(index), name)
+        width, height = img.size
+        if u is None:
+            box, flip = crop.val_box(width, height, out.shape[0]), False
+        else:
+            box, flip = crop.train_box(width, height, u)
+        s = draft_scale(width, height, box.x1 - box.x0, box.y1 - box.y0, out.shape[1], out.shape[0])
+        pixels, s = decode(img, name, s)
+        b = crop.scaled(box, s, pixels.shape[1], pixels.shape[0])
+        resize_into(pixels, out, b.x0, b.y0, b.x1, b.y1, *b.clip, flip)
+
+    def close(self) -> None:
+        """Stop the decoding threads (after the work already handed to them)."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> ImageNetLoader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
