@@ -49,7 +49,8 @@ def add_training_args(p: argparse.ArgumentParser, d: Any) -> None:
     g.add_argument("--seed", type=int, default=d.seed, help="seed of the (first) run")
     g.add_argument("--runs", type=int, default=1, metavar="N",
                    help="run seeds seed..seed+N-1 and report mean +- std")
-    g.add_argument("--target", type=float, default=d.target, help="test top-1 accuracy target")
+    g.add_argument("--target", type=float, default=d.target,
+                   help="test accuracy target, a fraction (top-1; ImageNet: top-5)")
     g.add_argument("--eval-every", type=int, default=d.eval_every, metavar="N",
                    help="also evaluate every N epochs, on the clock: each is checked against the "
                    "target and written to the TSV (0 = the final epoch only)")

@@ -113,10 +113,10 @@ class World:
         return [int(v) for v in self.sum_(t).tolist()]
 
     def sum_float(self, value: torch.Tensor) -> torch.Tensor:
-        """A scalar summed over the ranks, as float64 on the host (a loss)."""
+        """A scalar summed over the ranks, as a float64 copy (a loss; ``value`` is untouched)."""
         if not self.distributed:
             return value
-        return self.sum_(value.detach().to(self.device, torch.float64).reshape(1))[0]
+        return self.sum_(value.detach().to(self.device, torch.float64, copy=True).reshape(1))[0]
 
 
 _WORLD = [World()]
