@@ -9,8 +9,9 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
-from dawnbench_fast import imagenet
+from dawnbench_fast import checkpoint, imagenet
 from dawnbench_fast.data.imagenet.synthetic import make_image_folder
 from dawnbench_fast.imagenet_recipe import RECIPES, ImageNetRecipe, train_resolution
 from dawnbench_fast.optim.schedule import warmup_linear_decay
@@ -31,7 +32,8 @@ def folder(tmp_path_factory):
 def test_smoke_run_learns_and_writes_the_dawnbench_files(folder, tmp_path, capsys):
     out = tmp_path / "run"
     code = imagenet.main(["--data-dir", str(folder), "--epochs", "4", "--eval-every", "2",
-                          "--latency-images", "8", "--out", str(out), *TINY])
+                          "--latency-images", "8", "--out", str(out), "--save-model", str(tmp_path / "m.pt"),
+                          *TINY])
     assert code == 0, capsys.readouterr().err
     printed = capsys.readouterr().out
     assert "top-5" in printed and "target 93.00% top-5" in printed
@@ -58,6 +60,16 @@ def test_smoke_run_learns_and_writes_the_dawnbench_files(folder, tmp_path, capsy
     train_json = json.loads(tsv.with_suffix(".json").read_text())
     assert train_json["model"] == "ResNet-18-w8-blurpool" and "Nesterov" in train_json["misc"]["optimizer"]
     assert (out / "report.html").exists() and (out / "checkpoint.pt").exists()
+
+    # the saved weights and the run checkpoint rebuild the trained net
+    net = imagenet.load_model(tmp_path / "m.pt")
+    assert net.fc.out_features == 10 and not net.training
+    saved = torch.load(out / "checkpoint.pt", weights_only=True)
+    saved = checkpoint.load_run(out / "checkpoint.pt", saved["config"])  # the file's own checks
+    task = imagenet.Config(**saved["config"]).build_task(torch.device("cpu"))
+    task.load_state_dict(saved["task"])
+    pairs = zip(task.net.state_dict().values(), net.state_dict().values(), strict=True)
+    assert task.step == 20 and all(torch.equal(a, b) for a, b in pairs)
 
 
 @pytest.mark.parametrize("argv, message", [
