@@ -302,7 +302,8 @@ def _raise_if_diverged(first_bad: torch.Tensor, loss: StepLoss | None) -> None:
         value = "" if loss is None else f" ({loss.per_example():g} per example at the last step)"
         raise NonFiniteLoss(
             f"step {step + 1}: the training loss is not finite{value}: the run diverged; lower the "
-            "learning rates (e.g. --set lr_filters=0.12 --set lr_head=0.3) or use --set precision=fp32")
+            "learning rates (CIFAR: e.g. --set lr_filters=0.12 --set lr_head=0.3; ImageNet: --set "
+            "lr_per_256=...) or use --set precision=fp32")
 
 
 def warm_up(task: Task) -> None:
