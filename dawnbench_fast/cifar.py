@@ -38,6 +38,7 @@ from dawnbench_fast.data.cifar10_device import DeviceData, prepare_data
 from dawnbench_fast.data.host_copy import to_device
 from dawnbench_fast.data.progressive import epoch_side, first_epoch_of_each_side, keyed_crop
 from dawnbench_fast.data.pruning import EpochPruner
+from dawnbench_fast.distributed import allreduce_grads, average_bn_statistics, world
 from dawnbench_fast.models import conv_cpu
 from dawnbench_fast.models.cifar_net import CifarNet, FoldedCifarNet
 from dawnbench_fast.optim.muon import Muon
@@ -46,7 +47,7 @@ from dawnbench_fast.overrides import ConfigError
 from dawnbench_fast.overrides import parse_value as parse_value  # re-export (older callers)
 from dawnbench_fast.precision import with_resolved_precision
 from dawnbench_fast.runs import Recipe, profile_steps, run_seeds
-from dawnbench_fast.runtime import autocast, configure_process, resolve_device, set_deterministic
+from dawnbench_fast.runtime import autocast, configure_process, resolve_device
 from dawnbench_fast.task import Evaluation, Predict, Splits, StepLoss, epoch_steps, loop_epochs, steps_in
 from dawnbench_fast.train import Phases, accuracy, batched
 from dawnbench_fast.train import loss_trajectory as loss_trajectory  # re-export: tests, scripts
@@ -123,12 +124,20 @@ def forward_loss(model: CifarNet, x: torch.Tensor, y: torch.Tensor, whiten_bias_
 
 class Trainer:
     """One training run of the recipe: its state and its step. It is the
-    :class:`dawnbench_fast.task.Task` that the loop drives."""
+    :class:`dawnbench_fast.task.Task` that the loop drives. In a torchrun job
+    each rank trains on its share of every global batch, its gradients summed
+    over the ranks before the step, its BN statistics its own
+    (dawnbench_fast.distributed)."""
 
     def __init__(self, cfg: Config, data: DeviceData, device: torch.device, backend: str):
         self.cfg, self.data, self.device, self.backend = cfg, data, device, backend
         self.n_train = len(data.train_labels)
         self.batch = min(cfg.batch_size, self.n_train)
+        self.world = world()
+        self.share = self.world.batch_share(self.batch)  # this rank's slice of each global batch
+        if cfg.prune and self.world.distributed:
+            raise ConfigError("--set prune: not in a torchrun job yet (each rank would rank only its "
+                              "own images' losses); run it in one process")
         self.steps_per_epoch = max(1, self.n_train // self.batch)  # a whole, unpruned epoch
         self.pruner = EpochPruner(self.n_train, cfg.prune, cfg.prune_until, cfg.epochs, cfg.seed,
                                   device) if cfg.prune else None
@@ -203,7 +212,7 @@ class Trainer:
             order = self.pruner.epoch_order(order, epoch)
         for i in range(len(order) // self.batch):
             self.splits.start()
-            idx = order[i * self.batch : (i + 1) * self.batch]
+            idx = order[i * self.batch : (i + 1) * self.batch][self.share]
             p = aug.augment_params(cfg.seed, epoch, idx, cfg.translate, cfg.flip, cfg.cutout)
             idx_dev = to_device(idx, self.device)  # without a host synchronisation on a GPU
             x = self.augment(self.data.padded, idx_dev, p, self.data.scale, self.data.shift)
@@ -223,6 +232,7 @@ class Trainer:
             loss = self.pruner.loss(idx, loss)
         self.splits.mark("forward")
         loss.backward()
+        allreduce_grads(model.parameters(), self.world)  # summed over the ranks (none in one process)
         self.splits.mark("backward")
         set_linear_decay(self.optimizers, self.step, self.total_steps)
         for opt in self.optimizers:
@@ -235,6 +245,7 @@ class Trainer:
     def evaluate(self, tta: bool, max_batches: int | None = None) -> Evaluation:
         """Test top-1 with the recipe's TTA views (``cfg.tta_level``) or one view."""
         level = self.cfg.tta_level if tta else 0
+        average_bn_statistics(self.model, self.world)  # every rank evaluates the same model
         acc = evaluate(self.model, self.data, self.cfg, self.device, level, max_batches)
         return Evaluation(acc, None, level > 0, f"tta_level {level}")
 
@@ -262,14 +273,16 @@ def evaluate(
     max_batches: int | None = None,
 ) -> float:
     """Top-1 accuracy on the (sub)set of test images (BN folded first); with
-    ``max_batches``, on that many evaluation batches only (warm-up)."""
+    ``max_batches``, on that many evaluation batches only (warm-up). In a
+    torchrun job each rank evaluates its shard and the counts are summed."""
     if isinstance(model, CifarNet):
         model = inference_net(model)
     # the views of a batch go through the net together: as many images per forward as without TTA
     batch = max(1, cfg.eval_batch_size // len(TTA_WEIGHTS[tta_level]))
+    shard = world().shard(len(data.test_x))
     with autocast(cfg.precision, device):
         top1, _ = accuracy(lambda x: selective_tta_logits(model, x, tta_level, cfg.tta_below),
-                           islice(batched(data.test_x, data.test_labels, batch), max_batches))
+                           islice(batched(data.test_x[shard], data.test_labels[shard], batch), max_batches))
     return top1
 
 
@@ -356,15 +369,7 @@ def config_from_args(a: argparse.Namespace) -> Config:
 
 def config_from_file(a: argparse.Namespace) -> Config:
     """``--config FILE``'s config, then the flags given beside it (not --set)."""
-    if "recipe" in getattr(a, "given", set()):
-        raise ConfigError(f"--config {a.config} with --recipe: the file holds a whole recipe; drop "
-                          "--recipe (change fields with --set)")
-    cfg = Config(**config_file.read_config(a.config, Config))
-    try:
-        validate(cfg)
-    except ConfigError as e:
-        raise config_file.in_file(a.config, e) from None
-    return dataclasses.replace(cfg, **config_file.fields_from_flags(a))
+    return config_file.from_file(a, Config, validate)
 
 
 def recipe(ds: Cifar10, data: DeviceData, device: torch.device, backend: str) -> Recipe:
@@ -390,21 +395,16 @@ def run_cli(a: argparse.Namespace) -> int:
     if a.show_config:
         print(cli.json_dumps(dataclasses.asdict(cfg)))
         return 0
-    configure_process(cfg.threads)
-    set_deterministic(cfg.deterministic)
+    cfg, device, w = cli.start_run(cfg)  # under torchrun: this rank's device, the group joined
+    cli.check_single_process(a, w)
     if cfg.deterministic and conv_cpu.wgrad_policy() == "auto":
         conv_cpu.set_wgrad_policy("frozen")  # the cached choice, else aten: never timed afresh
-    device = resolve_device(cfg.device)
-    gpu_defaults.configure_cuda(device, cfg.deterministic)
-    cfg, choice = with_resolved_precision(cfg, device)
-    if choice.requested == "auto" and choice.precision == "fp32":
-        print(f"note: precision fp32 ({choice.why})", file=sys.stderr)
     backend = dispatch.resolve_backend(cfg.kernels, device)
     phases = Phases(device)
     with phases.timed("data_load"):
         ds = load_cifar10(cfg.data_dir, cfg.download)
         data = prepare_data(ds, cfg, device)
-    if not ds.verified:
+    if not ds.verified and w.main:
         print(f"note: {ds.root}: files are not byte-identical to the originals "
               "(contents validated)", file=sys.stderr)
     if a.profile_steps:

@@ -13,12 +13,17 @@ import sys
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from dawnbench_fast import dispatch, tensorboard_log
+import torch
+
+from dawnbench_fast import dispatch, distributed, gpu_defaults, tensorboard_log
 from dawnbench_fast.overrides import ConfigError
-from dawnbench_fast.precision import PRECISIONS
+from dawnbench_fast.precision import PRECISIONS, with_resolved_precision
+from dawnbench_fast.runtime import configure_process, resolve_device, set_deterministic
 from dawnbench_fast.train import NonFiniteLoss
+
+C = TypeVar("C")
 
 # Errors that the user acts on: one line on stderr, exit 2 (a diverged run
 # included: its message says which step and what to change).
@@ -44,7 +49,8 @@ def add_training_args(p: argparse.ArgumentParser, d: Any) -> None:
     g.add_argument("--seed", type=int, default=d.seed, help="seed of the (first) run")
     g.add_argument("--runs", type=int, default=1, metavar="N",
                    help="run seeds seed..seed+N-1 and report mean +- std")
-    g.add_argument("--target", type=float, default=d.target, help="test top-1 accuracy target")
+    g.add_argument("--target", type=float, default=d.target,
+                   help="test accuracy target, a fraction (top-1; ImageNet: top-5)")
     g.add_argument("--eval-every", type=int, default=d.eval_every, metavar="N",
                    help="also evaluate every N epochs, on the clock: each is checked against the "
                    "target and written to the TSV (0 = the final epoch only)")
@@ -225,7 +231,8 @@ def json_dumps(obj: object) -> str:
 
 def guarded(prog: str, command: Callable[[], int],
             errors: tuple[type[BaseException], ...] = USER_ERRORS) -> int:
-    """Run ``command``; a user error (``errors``) is one line and exit 2, ^C is exit 130."""
+    """Run ``command``; a user error (``errors``) is one line and exit 2, ^C is exit 130.
+    A torchrun job's process group is left at the end, whatever happened."""
     try:
         return command()
     except errors as e:
@@ -234,3 +241,29 @@ def guarded(prog: str, command: Callable[[], int],
     except KeyboardInterrupt:
         sys.stderr.write(f"{prog}: interrupted\n")
         return 130
+    finally:
+        distributed.shutdown()
+
+
+def start_run(cfg: C) -> tuple[C, torch.device, distributed.World]:
+    """A trainer's process set-up from its resolved config: threads and the
+    allocator, ``--deterministic``, the device (under torchrun this rank's,
+    with the process group joined: dawnbench_fast.distributed), cuDNN
+    autotuning, and the concrete precision (a note on stderr when ``auto``
+    gives fp32). Returns the config with its precision made concrete."""
+    current: Any = cfg
+    configure_process(current.threads)
+    set_deterministic(current.deterministic)
+    w, device = distributed.init_from_env(resolve_device(current.device))
+    gpu_defaults.configure_cuda(device, current.deterministic)
+    current, choice = with_resolved_precision(current, device)
+    if choice.requested == "auto" and choice.precision == "fp32" and w.main:
+        print(f"note: precision fp32 ({choice.why})", file=sys.stderr)
+    return current, device, w
+
+
+def check_single_process(a: argparse.Namespace, w: distributed.World) -> None:
+    """``--profile-steps`` profiles one process: refused under a torchrun job of several."""
+    if a.profile_steps and w.distributed:
+        raise ConfigError(f"--profile-steps {a.profile_steps}: profiles one process; run it without "
+                          f"torchrun (this job has {w.size})")

@@ -111,6 +111,20 @@ def in_file(path: str, error: ConfigError) -> ConfigError:
     return ConfigError(f"--config {path}: field {msg.removeprefix('--set ')}")
 
 
+def from_file(a: argparse.Namespace, config_type: type, validate: Any) -> Any:
+    """``--config FILE``'s config (a ``config_type``, checked by ``validate``),
+    then the flags given beside it (not --set: the caller applies those last)."""
+    if "recipe" in getattr(a, "given", set()):
+        raise ConfigError(f"--config {a.config} with --recipe: the file holds a whole recipe; drop "
+                          "--recipe (change fields with --set)")
+    cfg = config_type(**read_config(a.config, config_type))
+    try:
+        validate(cfg)
+    except ConfigError as e:
+        raise in_file(a.config, e) from None
+    return dataclasses.replace(cfg, **fields_from_flags(a))
+
+
 def fields_from_flags(a: argparse.Namespace) -> dict[str, Any]:
     """The config fields set by flags given on the command line (``a.given``)."""
     given = getattr(a, "given", set())

@@ -5,6 +5,10 @@ files, run.json, saved weights), then the summary of them all.
 Recipe-agnostic: a recipe describes itself with a :class:`Recipe` (its task
 factory, names, notes) and its CLI hands over the parsed shared flags
 (dawnbench_fast.cli), so CIFAR and ImageNet runs report the same way.
+
+In a torchrun job (dawnbench_fast.distributed) every rank trains and
+evaluates its share; only rank 0 writes (logs, checkpoints, DAWNBench files,
+run.json, saved weights) and measures the one-image latency.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any
 import torch
 
 from dawnbench_fast import bench, checkpoint, dispatch, gpu_defaults, gpu_info, run_log, run_report
+from dawnbench_fast.distributed import World, world
 from dawnbench_fast.machine import load_average
 from dawnbench_fast.overrides import ConfigError
 from dawnbench_fast.task import Task
@@ -44,6 +49,8 @@ class Recipe:
     data: dict  # run.json "data": where the dataset came from
     save_model: Callable[[Task, Any, Path], None]  # --save-model
     extra_result: Callable[[str], dict] = field(default=lambda backend: {})  # recipe's result keys
+    target_metric: str = "top1"  # the accuracy compared with the target: "top1" or "top5" (ImageNet)
+    ops: list[str] | None = None  # the catalogued ops the recipe uses (run.json's ops; None: all)
 
 
 @dataclass
@@ -58,6 +65,7 @@ class _Context:
     env: dict
     stem: str
     ops: dict
+    world: World
 
 
 def run_seeds(recipe: Recipe, cfg: Any, a: argparse.Namespace, device: torch.device, backend: str,
@@ -66,11 +74,14 @@ def run_seeds(recipe: Recipe, cfg: Any, a: argparse.Namespace, device: torch.dev
     the report; files go to ``a.out`` (``a.out/seedK`` with several runs).
     With ``--resume`` a finished seed is read back, a checkpointed one goes on."""
     # what the run did of the published GPU defaults (compile, cuDNN autotuning, the clock)
-    env = {**bench.environment(device, recipe.entry), "execution": gpu_defaults.execution_record(device, cfg)}
+    w = world()
+    env = {**bench.environment(device, recipe.entry), "execution": gpu_defaults.execution_record(device, cfg),
+           "world": w.record()}
     hardware = env["hardware"]
     tag = a.hardware_tag or bench.slug(a.hardware or hardware)
     stem = bench.submission_names(a.author, recipe.model_name, tag, "pytorch")
-    ctx = _Context(recipe, a, device, backend, data_load_s, env, stem, dispatch.op_table(backend))
+    ctx = _Context(recipe, a, device, backend, data_load_s, env, stem,
+                   dispatch.op_table(backend, recipe.ops), w)
     out = Path(a.out)
     summaries = []
     for k in range(a.runs):
@@ -86,7 +97,10 @@ def run_seeds(recipe: Recipe, cfg: Any, a: argparse.Namespace, device: torch.dev
                              f"epoch; go on with the same command plus --resume {out}\n")
             raise
         summaries.append(summary)
-        print(bench.run_line(summary, cfg.target), flush=True)
+        if w.main:
+            print(bench.run_line(summary, cfg.target), flush=True)
+    if not w.main:
+        return 0
     print(bench.report_text(summaries, cfg, a.cost_per_hour, hardware, backend, recipe.dataset, env["gpu"]))
     if a.runs > 1:
         bench.write_json(out / "summary.json", {"config": dataclasses.asdict(cfg), "runs": summaries})
@@ -132,7 +146,9 @@ def run_one(ctx: _Context, cfg: Any, run_dir: Path) -> dict:
     phases = Phases(ctx.device, energy=energy)
     phases.add("data_load", ctx.data_load_s)
     task, result, resumed = train_resumable(ctx, cfg, run_dir, phases)
-    entry = inference(task, result, a, phases, cfg.target)
+    entry = inference(task, result, a, phases, cfg.target, ctx.recipe.target_metric, ctx.world.main)
+    if not ctx.world.main:  # rank 0 writes; the others have trained and evaluated their shares
+        return {}
     gpu = {"gpu_energy_joules": None if energy is None else {
         "run": energy() - joules_before, "clock": phases.clock_joules, "phases": dict(phases.joules)},
         "gpu_clocks_mhz_after": gpu_info.clocks_now(ctx.device)}
@@ -186,10 +202,13 @@ def train_resumable(ctx: _Context, cfg: Any, run_dir: Path,
 
     # The log line goes out before the checkpoint: a kill between the two leaves
     # a line the resumed run cuts back (run_log.EpochLog), never a gap.
+    main = ctx.world.main
     sinks = run_log.sinks(run_dir, None if resume is None else resume.epochs_done,
-                          tensorboard=ctx.args.tensorboard)
+                          tensorboard=ctx.args.tensorboard) if main else []
 
     def save(result: LoopResult) -> None:
+        if not main:
+            return
         with phases.timed("epoch_log"):
             record = run_log.epoch_record(cfg.seed, result, run_log.learning_rates(task), phases.clock,
                                           time.time() - wall_start)
@@ -201,7 +220,8 @@ def train_resumable(ctx: _Context, cfg: Any, run_dir: Path,
             checkpoint.save_run(path, **state)
 
     try:
-        result = train(task, phases, progress=not ctx.args.no_progress, on_epoch_end=save, resume=resume)
+        result = train(task, phases, progress=main and not ctx.args.no_progress, on_epoch_end=save,
+                       resume=resume, target_metric=recipe.target_metric)
     finally:
         for sink in sinks:
             sink.close()
@@ -218,11 +238,11 @@ def write_outputs(ctx: _Context, cfg: Any, run_dir: Path, task: Task, result: Lo
                             log_filename=f"{ctx.stem}.tsv", misc=misc, code_url=a.code_url)
     inf_cost = bench.write_submission(
         run_dir, ctx.stem, base, result.rows, latency_ms=entry.latency_ms, inference_top1=entry.top1,
-        cost_per_hour=a.cost_per_hour, inference_misc=entry.misc(cfg.target))
+        cost_per_hour=a.cost_per_hour, inference_misc=entry.misc(cfg.target), inference_top5=entry.top5)
     return bench.run_summary(
         seed=cfg.seed, result=result, cost_per_hour=a.cost_per_hour, inference=entry,
         inference_cost_per_image=inf_cost, phases=phases.seconds, splits=task.splits.seconds,
-        extra=recipe.extra_result(ctx.backend))
+        extra={"target_metric": recipe.target_metric, **recipe.extra_result(ctx.backend)})
 
 
 @dataclass
@@ -238,33 +258,42 @@ class Inference:
     images: int | None
     valid: bool
     one_view: dict | None = None  # --latency-one-view: the faster single view, labelled
+    top5: float | None = None  # where the recipe measures it (ImageNet's target is top-5)
+    metric: str = "top1"  # the accuracy ``valid`` compares with the target
 
     def misc(self, target: float) -> dict:
         """The inference JSON's misc keys for this entry."""
         out: dict = {"valid": self.valid, "latency_images": self.images, "latency_tta": self.tta}
         if not self.valid:
-            out["invalid_reason"] = (f"top-1 {100 * self.top1:.2f}% is below the {100 * target:.2f}% "
-                                     "target: not a valid DAWNBench inference entry")
+            value = self.top1 if self.metric == "top1" else (self.top5 or 0.0)
+            out["invalid_reason"] = (f"{self.metric[:3]}-{self.metric[3:]} {100 * value:.2f}% is below the "
+                                     f"{100 * target:.2f}% target: not a valid DAWNBench inference entry")
         if self.one_view is not None:
             out["one_view"] = self.one_view
         return out
 
 
 def inference(task: Task, result: LoopResult, a: argparse.Namespace, phases: Phases,
-              target: float) -> Inference:
+              target: float, metric: str = "top1", timed: bool = True) -> Inference:
     """Time the final model with the procedure of its final evaluation (with
     TTA where TTA is what reached the stated accuracy). With
     ``--latency-one-view`` and a TTA final evaluation, also the single view's
-    accuracy (phase ``inference_eval``) and latency, for ``misc`` only."""
+    accuracy (phase ``inference_eval``) and latency, for ``misc`` only.
+    ``metric``: the accuracy compared with ``target``. ``timed`` False (the
+    ranks but 0 of a torchrun job): only the evaluation, which is sharded."""
     final = result.final
-    entry = Inference(final.top1, final.tta, None, None, final.top1 >= target)
+    reached = (final.top1 if metric == "top1" else final.top5 or 0.0) >= target
+    entry = Inference(final.top1, final.tta, None, None, reached, top5=final.top5, metric=metric)
     if not a.latency_images:
         return entry
-    with phases.timed("latency"):
-        entry.latency_ms, entry.images = measure_latency(task, final.tta, a.latency_images)
+    if timed:
+        with phases.timed("latency"):
+            entry.latency_ms, entry.images = measure_latency(task, final.tta, a.latency_images)
     if a.latency_one_view and final.tta:
         with phases.timed("inference_eval"):
             top1 = task.evaluate(tta=False).top1
+        if not timed:
+            return entry
         with phases.timed("latency"):
             ms, _ = measure_latency(task, False, a.latency_images)
         entry.one_view = {"latency_ms": ms, "top1Accuracy": round(100 * top1, 2),

@@ -31,6 +31,7 @@ from typing import Any
 import nvtx
 import torch
 
+from dawnbench_fast.distributed import world
 from dawnbench_fast.task import Evaluation, LoopConfig, Predict, StepLoss, Task, loop_epochs
 
 NVTX_DOMAIN = "dawnbench"
@@ -246,7 +247,8 @@ class NonFiniteLoss(RuntimeError):
 
 def train_epoch(task: Task, epoch: int, progress: Any = None) -> float | None:
     """Every step of one epoch; each an nvtx range so Nsight names it. Returns
-    the epoch's mean training loss per example (None if it had no step).
+    the epoch's mean training loss per example (None if it had no step),
+    over every rank's examples in a torchrun job (dawnbench_fast.distributed).
 
     A nan or inf loss stops the run with the step number. The check reads the
     loss on the host every step on the CPU, where that is free; on a GPU a
@@ -276,6 +278,9 @@ def train_epoch(task: Task, epoch: int, progress: Any = None) -> float | None:
         if progress is not None:
             progress.update(1)
     _raise_if_diverged(first_bad, None)
+    w = world()
+    if w.distributed:  # one all-reduce per epoch: the mean over the global batches
+        loss_sum, (examples,) = w.sum_float(loss_sum), w.sum_counts([examples])
     return loss_sum.item() / examples if examples else None
 
 
@@ -297,7 +302,8 @@ def _raise_if_diverged(first_bad: torch.Tensor, loss: StepLoss | None) -> None:
         value = "" if loss is None else f" ({loss.per_example():g} per example at the last step)"
         raise NonFiniteLoss(
             f"step {step + 1}: the training loss is not finite{value}: the run diverged; lower the "
-            "learning rates (e.g. --set lr_filters=0.12 --set lr_head=0.3) or use --set precision=fp32")
+            "learning rates (CIFAR: e.g. --set lr_filters=0.12 --set lr_head=0.3; ImageNet: --set "
+            "lr_per_256=...) or use --set precision=fp32")
 
 
 def warm_up(task: Task) -> None:
@@ -403,7 +409,9 @@ def accuracy(predict: Predict,
              batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
              top5: bool = False) -> tuple[float, float | None]:
     """(top-1, top-5 or None) of ``predict``'s logits over (inputs, labels)
-    batches. ``predict`` carries the test-time augmentation, if any."""
+    batches. ``predict`` carries the test-time augmentation, if any. In a
+    torchrun job each rank passes its shard of the test set and the counts
+    are summed over the ranks (dawnbench_fast.distributed)."""
     correct = correct5 = total = 0
     for x, y in batches:
         with nvtx.annotate("eval_batch", domain=NVTX_DOMAIN):  # Nsight names each batch
@@ -412,6 +420,7 @@ def accuracy(predict: Predict,
             if top5:
                 correct5 += (logits.topk(5, 1).indices == y[:, None]).any(1).sum().item()
         total += len(y)
+    correct, correct5, total = world().sum_counts([correct, correct5, total])
     return correct / total, (correct5 / total if top5 else None)
 
 

@@ -19,3 +19,24 @@ def set_linear_decay(optimizers: list[torch.optim.Optimizer], step: int, total_s
             group.setdefault("initial_lr", group["lr"])
             horizon = group.get("decay_steps") or total_steps
             group["lr"] = group["initial_lr"] * linear_decay(step, horizon)
+
+
+def warmup_linear_decay(step: int, warmup_steps: int, total_steps: int, start: float = 1e-4) -> float:
+    """FFCV's ImageNet schedule ("cyclic", a triangle): a multiplier that
+    rises linearly from ``start`` at step 0 to 1 at ``warmup_steps``, then
+    falls linearly to 0 at ``total_steps``. FFCV interpolates per step
+    between its per-epoch values, which is this line when the peak falls on
+    an epoch boundary."""
+    if step < warmup_steps:
+        return start + (1.0 - start) * step / warmup_steps
+    return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+
+
+def set_warmup_linear_decay(optimizers: list[torch.optim.Optimizer], step: int, warmup_steps: int,
+                            total_steps: int) -> None:
+    """lr = initial_lr x warmup_linear_decay(step, ...) for every group."""
+    scale = warmup_linear_decay(step, warmup_steps, total_steps)
+    for opt in optimizers:
+        for group in opt.param_groups:
+            group.setdefault("initial_lr", group["lr"])
+            group["lr"] = group["initial_lr"] * scale

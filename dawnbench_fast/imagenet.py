@@ -1,0 +1,402 @@
+"""ImageNet to 93% top-5: the ResNet recipe and its command line.
+
+    python -m dawnbench_fast.imagenet --data-dir DIR     # DIR/train, DIR/val: ImageFolders
+    torchrun --nproc-per-node 8 -m dawnbench_fast.imagenet --data-dir DIR
+
+Every hyperparameter lives in :class:`Config` (its fields:
+:class:`~dawnbench_fast.imagenet_recipe.ImageNetRecipe`); ``--set
+name=value`` overrides any of them. The loop, the clock, warm-up, latency,
+the DAWNBench files, run.json, ``--profile-steps`` and torchrun are the ones
+the CIFAR trainer uses (train.py, runs.py, bench.py, distributed.py); this
+module holds only what is ImageNet's: its data through the pipeline of
+dawnbench_fast.data.imagenet, normalised on the device from uint8 batches,
+the ResNet, SGD with Nesterov momentum under FFCV's warm-up and linear decay,
+progressive resizing by epoch, and top-1/top-5 evaluation at a fixed side
+with the mirror as test-time augmentation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from dawnbench_fast import checkpoint, cli, config_file, gpu_defaults
+from dawnbench_fast.data.cifar10 import DataError
+
+# TEMPORARY: the pipeline's stand-in until its branch merges; then FolderSource comes from
+# data/imagenet/folder.py (PackedSource from pack.py) and ImageNetLoader from loader.py.
+from dawnbench_fast.data.imagenet.standin import FolderSource, ImageNetLoader
+from dawnbench_fast.dispatch import KernelsUnavailable
+from dawnbench_fast.distributed import World, average_bn_statistics, convert_sync_batchnorm, world
+from dawnbench_fast.imagenet_recipe import MEAN, RECIPES, STD, ImageNetRecipe, train_resolution, validate
+from dawnbench_fast.imagenet_recipe import apply_overrides as apply_overrides
+from dawnbench_fast.models.resnet import ResNet
+from dawnbench_fast.optim.schedule import set_warmup_linear_decay
+from dawnbench_fast.precision import with_resolved_precision
+from dawnbench_fast.runs import Recipe, profile_steps, run_seeds
+from dawnbench_fast.runtime import autocast
+from dawnbench_fast.task import Evaluation, Predict, Splits, StepLoss, epoch_steps, loop_epochs, steps_in
+from dawnbench_fast.train import Phases, accuracy
+
+# -- Data: the places that name the pipeline (dawnbench_fast.data.imagenet) ----------
+
+
+@dataclass
+class ImageNetData:
+    """The two splits' sources, opened once (phase ``data_load``)."""
+
+    root: Path
+    train: Any  # a source: len, labels (int64), classes (sorted synsets), read(i), name(i)
+    val: Any
+
+    @property
+    def classes(self) -> int:
+        return len(self.train.classes)
+
+
+def open_split(data_dir: str | None, split: str) -> Any:
+    """The source of ``DIR/<split>`` (an ImageFolder), or a one-line DataError."""
+    if data_dir is None:
+        raise DataError("--data-dir: required (a folder holding train/ and val/ ImageFolders)")
+    folder = Path(data_dir) / split
+    if not folder.is_dir():
+        raise DataError(f"--data-dir {data_dir}: no {split}/ folder there "
+                        f"(expected {split}/<synset>/<image>)")
+    source = FolderSource(folder)
+    if len(source) == 0:
+        raise DataError(f"--data-dir {data_dir}: {split}/ holds no images")
+    return source
+
+
+def load_data(data_dir: str | None) -> ImageNetData:
+    train, val = open_split(data_dir, "train"), open_split(data_dir, "val")
+    if list(train.classes) != list(val.classes):
+        raise DataError(f"--data-dir {data_dir}: train/ and val/ name different classes "
+                        f"({len(train.classes)} and {len(val.classes)} synsets)")
+    return ImageNetData(Path(str(data_dir)), train, val)
+
+
+def make_loader(source: Any, cfg: Config, w: World) -> ImageNetLoader:
+    """One rank's loader of ``source``: its share of each global batch, its val shard."""
+    return ImageNetLoader(source, global_batch=cfg.batch_size, seed=cfg.seed, rank=w.rank,
+                          world_size=w.size, threads=cfg.loader_threads or None)
+
+
+def normalised(images: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """uint8 (b, 3, s, s) images as float on ``device``, normalised there by
+    ImageNet's mean and std (channels_last kept)."""
+    x = images.to(device, non_blocking=True).float()
+    mean = torch.tensor(MEAN, device=device).view(1, 3, 1, 1) * 255
+    std = torch.tensor(STD, device=device).view(1, 3, 1, 1) * 255
+    return ((x - mean) / std).contiguous(memory_format=torch.channels_last)
+
+
+# -- The config, model, optimiser and the training task -------------------------------
+
+
+@dataclass
+class Config(ImageNetRecipe):
+    """The recipe (every field: :class:`~dawnbench_fast.imagenet_recipe.ImageNetRecipe`)
+    as the training loop runs it."""
+
+    def build_task(self, device: torch.device) -> Trainer:
+        """Validate, resolve the kernels, open the data and return the task."""
+        cfg, _ = _resolved(self, device)
+        return Trainer(cfg, load_data(cfg.data_dir), device)
+
+
+def _resolved(cfg: Config, device: torch.device) -> tuple[Config, str]:
+    cfg, _ = with_resolved_precision(validate(cfg), device)
+    return cfg, resolve_kernels(cfg.kernels)
+
+
+def resolve_kernels(choice: str) -> str:
+    """``--kernels``: torch (auto means torch); our kernels are the CIFAR net's ops."""
+    if choice in ("auto", "torch"):
+        return "torch"
+    raise KernelsUnavailable(f"--kernels {choice}: the ImageNet ResNet uses no op of the kernel catalogue "
+                             "(its convolutions, batch norms and head are PyTorch's); use --kernels torch")
+
+
+def net_of(cfg: Config, classes: int = 1000) -> ResNet:
+    """The ResNet ``cfg`` describes, on the CPU, in PyTorch's default layout."""
+    return ResNet(cfg.arch, num_classes=classes, width=cfg.width,
+                  zero_init_residual=cfg.zero_init_residual, blurpool=cfg.blurpool)
+
+
+def build_optimizer(net: nn.Module, cfg: Config) -> torch.optim.SGD:
+    """SGD (Nesterov per ``cfg``): weight decay on the conv and linear weights
+    only, none on the BN parameters and the biases (every 1-d parameter)."""
+    decay = [p for p in net.parameters() if p.ndim > 1]
+    no_decay = [p for p in net.parameters() if p.ndim <= 1]
+    groups = [dict(params=decay, weight_decay=cfg.weight_decay), dict(params=no_decay, weight_decay=0.0)]
+    return torch.optim.SGD(groups, lr=cfg.peak_lr, momentum=cfg.momentum, nesterov=cfg.nesterov)
+
+
+def forward_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor, precision: str,
+                 label_smoothing: float) -> torch.Tensor:
+    """The step's forward under autocast and its mean label-smoothed loss over
+    the rank's share (DDP averages the ranks: the global batch's mean)."""
+    with autocast(precision, x.device):
+        out = model(x)
+    return F.cross_entropy(out.float(), y, label_smoothing=label_smoothing)
+
+
+def logits(net: nn.Module, x: torch.Tensor, tta: bool) -> torch.Tensor:
+    """The net's logits, plus its mirror image's with ``tta`` (FFCV's flip TTA)."""
+    out = net(x)
+    return out + net(torch.flip(x, dims=[3])) if tta else out
+
+
+class Trainer:
+    """One training run of the recipe: the :class:`dawnbench_fast.task.Task`
+    the loop drives. In a torchrun job the net is wrapped in DDP (its
+    gradients averaged over the ranks, overlapped with the backward pass);
+    each rank reads its share of every global batch and its val shard."""
+
+    def __init__(self, cfg: Config, data: ImageNetData, device: torch.device, latency_images: int = 0):
+        self.cfg, self.data, self.device, self.world = cfg, data, device, world()
+        self.world.batch_share(cfg.batch_size)  # a ConfigError unless it divides by the processes
+        self.loader = make_loader(data.train, cfg, self.world)
+        if self.loader.steps_per_epoch < 1:
+            raise DataError(f"--batch-size {cfg.batch_size}: larger than the {len(data.train)} "
+                            "training images")
+        self.epoch_steps = epoch_steps(cfg.epochs, lambda e: self.loader.steps_per_epoch)
+        self.total_steps = sum(self.epoch_steps)
+        self.warmup_steps = steps_in(cfg.warmup_epochs, self.loader.steps_per_epoch)
+        sides = [train_resolution(cfg, e) for e in range(loop_epochs(cfg.epochs))]
+        self.warm_up_epochs = tuple(sides.index(s) for s in dict.fromkeys(sides))  # one per side
+        self.latency_images = latency_images  # how many val images predictor() holds
+        self.splits = Splits(enabled=device.type == "cpu")
+        self.compiled = gpu_defaults.compile_enabled(cfg.compile, device)
+        self.forward_loss = gpu_defaults.compiled(forward_loss) if self.compiled else forward_loss
+        self.net: ResNet | None = None
+        self.step = 0
+
+    def init_model(self) -> None:
+        """The seeded ResNet on the device (synchronised BN and DDP in a torchrun job)."""
+        cfg, w = self.cfg, self.world
+        torch.manual_seed(cfg.seed)
+        net = net_of(cfg, self.data.classes).to(self.device)
+        if cfg.channels_last:
+            net = net.to(memory_format=torch.channels_last)
+        if cfg.sync_bn and w.distributed:
+            net = convert_sync_batchnorm(net, self.device)
+        self.net, self.model = net, net
+        if w.distributed:
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.model = nn.parallel.DistributedDataParallel(net, device_ids=ids, broadcast_buffers=False)
+        self.optimizer = build_optimizer(net, cfg)
+        self.optimizers = [self.optimizer]
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=cfg.precision == "fp16")
+        self.step = 0
+
+    def state_dict(self) -> dict:
+        """Model, optimiser, loss scaler, step and RNG state (the data order and
+        augmentation are keyed by seed, epoch and index: no state)."""
+        return {"model": self.net.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "scaler": self.scaler.state_dict(), "step": self.step, "torch_rng": torch.get_rng_state()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.init_model()
+        self.net.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scaler.load_state_dict(state["scaler"])
+        self.step = state["step"]
+        torch.set_rng_state(state["torch_rng"])
+
+    def learning_rates(self) -> dict[str, float]:
+        decay, no_decay = self.optimizer.param_groups
+        return {"weights": decay["lr"], "bn_and_biases": no_decay["lr"]}
+
+    def epoch_batches(self, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """This rank's share of each global batch of ``epoch``, at the epoch's
+        side, normalised on the device (split ``data``: decoding, augmentation
+        and the copy, which the pipeline does while the clock runs)."""
+        batches = iter(self.loader.train_batches(epoch, train_resolution(self.cfg, epoch)))
+        while True:
+            self.splits.start()
+            try:
+                images, labels, _ = next(batches)
+            except StopIteration:
+                return
+            x, y = normalised(images, self.device), labels.to(self.device, non_blocking=True)
+            self.splits.mark("data")
+            yield x, y
+
+    def train_step(self, x: torch.Tensor, y: torch.Tensor) -> StepLoss:
+        cfg = self.cfg
+        self.splits.start()
+        self.model.train()
+        set_warmup_linear_decay(self.optimizers, self.step, self.warmup_steps, self.total_steps)
+        loss = self.forward_loss(self.model, x, y, cfg.precision, cfg.label_smoothing)
+        self.splits.mark("forward")
+        self.scaler.scale(loss).backward()  # DDP all-reduces the gradients during it
+        self.splits.mark("backward")
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.splits.mark("optimizer")
+        self.step += 1
+        return StepLoss(loss.detach() * len(y), len(y))
+
+    def evaluate(self, tta: bool, max_batches: int | None = None) -> Evaluation:
+        """Top-1 and top-5 on this rank's val shard (counts summed over the
+        ranks) at ``val_res``, with the mirror averaged in when ``tta``."""
+        cfg, net = self.cfg, self.net
+        average_bn_statistics(net, self.world)  # every rank evaluates the same model
+        net.eval()
+        batches = ((normalised(x, self.device), y.to(self.device))
+                   for x, y, _ in make_loader(self.data.val, cfg, self.world).val_batches(
+                       cfg.val_res, cfg.eval_batch_size))
+        with torch.no_grad(), autocast(cfg.precision, self.device):
+            top1, top5 = accuracy(lambda x: logits(net, x, tta), islice(batches, max_batches), top5=True)
+        return Evaluation(top1, top5, tta, "mirror TTA" if tta else "one view")
+
+    @contextmanager
+    def predictor(self, tta: bool) -> Iterator[tuple[Predict, torch.Tensor]]:
+        """The net in eval mode, no grad, autocast; ``predict`` takes uint8
+        images and normalises them on the device (part of the latency). The
+        images: the first ``latency_images`` val images at ``val_res`` (all of
+        val/, one process: rank 0 measures alone)."""
+        cfg, net = self.cfg, self.net.eval()
+        loader = make_loader(self.data.val, cfg, World())
+        held, count = [], 0
+        for x, _, _ in loader.val_batches(cfg.val_res, cfg.eval_batch_size):
+            held.append(x.to(self.device))
+            count += len(x)
+            if count >= self.latency_images:
+                break
+        images = torch.cat(held)[: max(1, self.latency_images)]
+        with torch.no_grad(), autocast(cfg.precision, self.device):
+            yield (lambda x: logits(net, normalised(x, self.device), tta)), images
+
+
+# -- Saved weights ---------------------------------------------------------
+
+
+def save_model(net: nn.Module, cfg: Config, path: str | Path, classes: int) -> None:
+    """Weights plus the config (and the class count) that rebuild the net."""
+    checkpoint.save(net, dataclasses.replace(cfg, extra={**cfg.extra, "classes": classes}), path)
+
+
+def load_model(path: str | Path, device: str | torch.device = "cpu") -> ResNet:
+    """Rebuild a net saved by ``--save-model`` (in eval mode)."""
+    return checkpoint.load(path, device, Config, what="ImageNet model",
+                           build=lambda cfg: net_of(cfg, cfg.extra.get("classes", 1000)))
+
+
+# -- Command line ----------------------------------------------------------
+
+PROG = "python -m dawnbench_fast.imagenet"
+ERRORS = (*cli.USER_ERRORS, DataError)  # one line on stderr and exit 2, never a traceback
+
+
+def model_name(cfg: Config) -> str:
+    """The DAWNBench model field: ResNet-50-v1.5, ResNet-18 (plus width and BlurPool)."""
+    name = {"resnet50": "ResNet-50-v1.5", "resnet101": "ResNet-101-v1.5"}.get(
+        cfg.arch, cfg.arch.replace("resnet", "ResNet-"))
+    return name + (f"-w{cfg.width}" if cfg.width != 64 else "") + ("-blurpool" if cfg.blurpool else "")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = cli.OneLineParser(
+        prog=PROG,
+        description="Train a ResNet on ImageNet to --target top-5 validation accuracy and write a "
+        "DAWNBench report (time-to-accuracy, cost, one-image latency, TSV + JSON). Under torchrun "
+        "every process trains its share of each global batch; rank 0 writes.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    d = Config()
+    g = p.add_argument_group("data")
+    g.add_argument("--data-dir", help="folder holding train/ and val/ ImageFolders "
+                   "(<split>/<synset>/<image>)")
+    cli.add_training_args(p, d)
+    p.add_argument("--recipe", choices=sorted(RECIPES), default="dawnbench_fast",
+                   help="named recipe: dawnbench_fast (ours: FFCV's ResNet-50 at 40 epochs, Nesterov, "
+                   "batch 1024), ffcv_rn50_40 / ffcv_rn50_16 (FFCV's 8-GPU configs, batch 4096), "
+                   "ffcv_rn18_16 (FFCV's one-GPU ResNet-18); --epochs and --set apply on top")
+    cli.add_execution_args(p, d)
+    cli.add_report_args(p, out="runs/imagenet")
+    return p
+
+
+def config_from_args(a: argparse.Namespace) -> Config:
+    if a.config is not None:
+        return apply_overrides(config_file.from_file(a, Config, validate), a.set)
+    preset = {**RECIPES[a.recipe]}
+    for name in ("batch_size", "precision"):
+        if getattr(a, name) is not None:
+            preset[name] = getattr(a, name)
+    if a.epochs is not None:
+        preset["epochs"] = config_file.epochs_value(a.epochs)
+    cfg = Config(**preset, seed=a.seed, target=a.target, eval_every=a.eval_every, show_every=a.show_every,
+                 device=a.device, kernels=a.kernels, threads=a.threads, deterministic=a.deterministic,
+                 data_dir=a.data_dir, extra={"recipe": a.recipe},
+                 compile=gpu_defaults.compile_choice(a.compile))
+    return apply_overrides(cfg, a.set)
+
+
+def recipe(data: ImageNetData, device: torch.device, latency_images: int) -> Recipe:
+    """The recipe as the seed driver (dawnbench_fast.runs) sees it."""
+    return Recipe(
+        entry="dawnbench_fast.imagenet", dataset="ImageNet", model_name=model_name(Config()),
+        make_task=lambda cfg: Trainer(cfg, data, device, latency_images),
+        misc=lambda cfg, backend: {
+            "optimizer": f"SGD, momentum {cfg.momentum}{' (Nesterov)' if cfg.nesterov else ''}, "
+                         f"weight decay {cfg.weight_decay} (none on BN and biases)",
+            "schedule": f"linear warm-up over {cfg.warmup_epochs} epochs to lr {cfg.peak_lr:g}, then linear "
+                        f"to 0 at {cfg.epochs} epochs (FFCV's), global batch {cfg.batch_size}",
+            "resolution": f"train {cfg.min_res}->{cfg.max_res} px (ramp epochs {cfg.res_ramp[0]}-"
+                          f"{cfg.res_ramp[1]}), val {cfg.val_res} px", "model": model_name(cfg),
+            "precision": cfg.precision, "kernels": backend, "seed": cfg.seed, "tta": cfg.tta,
+            "world_size": world().size, "sync_bn": cfg.sync_bn and world().distributed,
+            "compile": gpu_defaults.compile_enabled(cfg.compile, device),
+        },
+        data={"root": str(data.root), "train_images": len(data.train), "val_images": len(data.val),
+              "classes": data.classes},
+        save_model=lambda task, cfg, path: save_model(task.net, cfg, path, data.classes),
+        target_metric="top5", ops=[],
+    )
+
+
+def run_cli(a: argparse.Namespace) -> int:
+    cli.check_run_args(a)
+    cfg = config_from_args(a)
+    if a.show_config:
+        print(cli.json_dumps(dataclasses.asdict(cfg)))
+        return 0
+    backend = resolve_kernels(cfg.kernels)
+    cfg, device, w = cli.start_run(cfg)  # under torchrun: this rank's device, the group joined
+    cli.check_single_process(a, w)
+    phases = Phases(device)
+    with phases.timed("data_load"):
+        data = load_data(cfg.data_dir)
+    if a.profile_steps:
+        # the roofline counts ops, which a compiled region hides: eager unless --compile was asked for
+        prof_cfg = dataclasses.replace(cfg, compile="off") if cfg.compile == "auto" else cfg
+        report_dir = profile_steps(Trainer(prof_cfg, data, device), a.profile_steps, Path(a.out) / "profile")
+        print(f"roofline report written to {report_dir}/")
+        return 0
+    rec = dataclasses.replace(recipe(data, device, a.latency_images), model_name=model_name(cfg))
+    return run_seeds(rec, cfg, a, device, backend, phases.seconds["data_load"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    return cli.guarded(PROG, lambda: run_cli(config_file.parse_args(build_parser(), argv)), ERRORS)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
