@@ -6,7 +6,8 @@ does not implement the op (it would only re-test the reference)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 
 import pytest
 import torch
@@ -14,6 +15,35 @@ import torch
 from dawnbench_fast import dispatch
 
 BACKENDS = ["reference", "torch", "cpu", "triton", "cuda"]
+
+
+def triton_device() -> torch.device:
+    """Where the Triton kernels run: the GPU when there is one and the
+    interpreter is off, else the CPU in the interpreter (tests/conftest.py
+    turns it on unless TRITON_INTERPRET is set otherwise)."""
+    if os.environ.get("TRITON_INTERPRET") != "1" and torch.cuda.is_available():
+        return torch.device("cuda")
+    return torch.device("cpu")
+
+
+@pytest.fixture(autouse=True)
+def triton_tensors_on_their_device(request) -> Iterator[None]:
+    """The ``test_triton_*`` tests make their tensors with the factory functions'
+    default device: on a GPU machine run with TRITON_INTERPRET=0 that is the GPU,
+    so the same tests check the compiled kernels there."""
+    if not request.node.name.startswith("test_triton") or triton_device().type == "cpu":
+        yield
+        return
+    previous = torch.get_default_device()
+    tf32 = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.set_default_device(triton_device())
+    # the fp32 references in full fp32: cuDNN's convolutions take TF32 by default
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.set_default_device(previous)
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
 
 
 @pytest.fixture(params=BACKENDS)
@@ -25,6 +55,8 @@ def backend(request) -> str:
 def device(backend: str) -> torch.device:
     """Where the backend's tensors live: CUDA for ``cuda``, else the CPU (Triton
     runs in the interpreter here)."""
+    if backend == "triton":
+        return triton_device()
     return torch.device("cuda" if backend == "cuda" else "cpu")
 
 

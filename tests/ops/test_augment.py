@@ -138,10 +138,13 @@ def tk():
 def test_triton_augment_dtypes_match_reference(tk, cutout, epoch, dtype, batch):
     rng = np.random.default_rng(epoch * 10 + cutout)
     images = rng.integers(0, 256, (11, 32, 32, 3), dtype=np.uint8)
-    padded = torch.from_numpy(A.pad_reflect(images, 2))
-    indices = torch.from_numpy(rng.permutation(11)[:batch])
-    params = A.augment_params(seed=5, epoch=epoch, indices=indices.numpy(), cutout=cutout)
-    scale, shift = (torch.from_numpy(a) for a in A.normalisation((0.49, 0.48, 0.45), (0.25, 0.24, 0.26)))
+    dev = torch.get_default_device()  # the GPU where the kernels run compiled (ops/conftest.py)
+    padded = torch.from_numpy(A.pad_reflect(images, 2)).to(dev)
+    order = rng.permutation(11)[:batch]
+    indices = torch.from_numpy(order).to(dev)
+    params = A.augment_params(seed=5, epoch=epoch, indices=order, cutout=cutout)
+    norm = A.normalisation((0.49, 0.48, 0.45), (0.25, 0.24, 0.26))
+    scale, shift = (torch.from_numpy(a).to(dev) for a in norm)
     before = launch_counts["augment"]
     aug = tk.augment
     with poisoned_outputs():
