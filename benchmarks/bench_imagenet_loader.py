@@ -44,6 +44,7 @@ from dawnbench_fast.data.imagenet import crop
 from dawnbench_fast.data.imagenet.folder import ImageFolder
 from dawnbench_fast.data.imagenet.loader import ImageNetLoader, default_threads
 from dawnbench_fast.data.imagenet.pack import Limit, PackedSource, pack
+from dawnbench_fast.data.imagenet.source import LabelledImages
 from dawnbench_fast.data.imagenet.synthetic import make_image_folder
 
 SAMPLE = Path(os.environ.get("DAWNBENCH_IMAGENET_SAMPLE")
@@ -54,24 +55,13 @@ ROUNDS = env_int("BENCH_ROUNDS", 5)
 SEED = 0
 
 
-class MemorySource:
+class MemorySource(LabelledImages):
     """Encoded images held in memory, as an ImageSource."""
 
     def __init__(self, blobs: list[bytes], labels: list[int], what: str):
         self.blobs, self.what = blobs, what
         self._labels = torch.tensor(labels, dtype=torch.int64)
         self._classes = [f"c{c}" for c in range(max(labels) + 1)]
-
-    @property
-    def labels(self) -> torch.Tensor:
-        return self._labels
-
-    @property
-    def classes(self) -> list[str]:
-        return self._classes
-
-    def __len__(self) -> int:
-        return len(self.blobs)
 
     def read(self, i: int) -> bytes:
         return self.blobs[i]

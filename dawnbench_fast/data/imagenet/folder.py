@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from dawnbench_fast.data.imagenet.errors import BadImage, DataError
+from dawnbench_fast.data.imagenet.source import LabelledImages
 
 # What the loader decodes (Pillow opens by content; the suffix only decides
 # which files in a class folder count as images, as torchvision's ImageFolder does).
@@ -53,7 +54,7 @@ def _images_in(folder: Path) -> list[str]:
         return sorted(e.name for e in it if is_image_file(e.name) and not e.is_dir())
 
 
-class ImageFolder:
+class ImageFolder(LabelledImages):
     """One split of an ImageFolder tree as an :class:`~.source.ImageSource`.
 
     ``classes``: the synset list to index by (e.g. the training split's, for
@@ -87,17 +88,6 @@ class ImageFolder:
             raise DataError(f"{self.root}: no image files in its class folders; expected {LAYOUT}")
         self._paths = paths
         self._labels = torch.from_numpy(np.repeat(np.arange(len(self._classes), dtype=np.int64), counts))
-
-    @property
-    def labels(self) -> torch.Tensor:
-        return self._labels
-
-    @property
-    def classes(self) -> list[str]:
-        return self._classes
-
-    def __len__(self) -> int:
-        return len(self._paths)
 
     def read(self, i: int) -> bytes:
         try:

@@ -48,7 +48,7 @@ from PIL import Image
 from dawnbench_fast.data.imagenet.errors import BadImage, DataError
 from dawnbench_fast.data.imagenet.folder import ImageFolder
 from dawnbench_fast.data.imagenet.jpeg import open_image
-from dawnbench_fast.data.imagenet.source import ImageSource
+from dawnbench_fast.data.imagenet.source import ImageSource, LabelledImages
 
 MAGIC = b"DBFIMGPK"
 VERSION = 1
@@ -181,7 +181,7 @@ def pack(source: ImageSource, out_file: str | Path, limit: Limit = Limit(), *, t
     return stats
 
 
-class PackedSource:
+class PackedSource(LabelledImages):
     """A packed file as an :class:`~.source.ImageSource`, read through mmap
     (random access, pages shared between processes, no file per image)."""
 
@@ -225,17 +225,6 @@ class PackedSource:
         if size != want:
             raise DataError(f"{self.path}: {size} bytes, the header promises {want} (truncated or "
                             f"damaged); {MAKE}")
-
-    @property
-    def labels(self) -> torch.Tensor:
-        return self._labels
-
-    @property
-    def classes(self) -> list[str]:
-        return self._classes
-
-    def __len__(self) -> int:
-        return self.count
 
     def read(self, i: int) -> bytes:
         off = int(self._offsets[i])

@@ -1,7 +1,8 @@
 """What the loader reads images from: an :class:`ImageSource` is a numbered
 list of encoded images with their labels. ``folder.ImageFolder`` (files in
 the ImageFolder layout) and ``pack.PackedSource`` (one packed file) are the
-two; ``loader.open_source`` picks by what the path is.
+two; ``loader.open_source`` picks by what the path is. Both hold their
+labels and classes the same way, in :class:`LabelledImages`.
 """
 
 from __future__ import annotations
@@ -36,3 +37,23 @@ class ImageSource(Protocol):
         """Where image ``i`` comes from, for error messages."""
         ...
 
+
+
+class LabelledImages:
+    """The part every source holds the same way: its labels and class list,
+    set once by the subclass's constructor and read-only after; the number of
+    images is the number of labels."""
+
+    _labels: torch.Tensor
+    _classes: list[str]
+
+    @property
+    def labels(self) -> torch.Tensor:
+        return self._labels
+
+    @property
+    def classes(self) -> list[str]:
+        return self._classes
+
+    def __len__(self) -> int:
+        return len(self._labels)
