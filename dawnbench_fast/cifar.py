@@ -350,20 +350,8 @@ def build_eval_parser() -> argparse.ArgumentParser:
 def config_from_args(a: argparse.Namespace) -> Config:
     if a.config is not None:
         return apply_overrides(config_from_file(a), a.set)
-    preset = {**RECIPES[a.recipe]}
-    if a.epochs is not None:  # an explicit --epochs wins over the named recipe's
-        preset["epochs"] = config_file.epochs_value(a.epochs)
-    if a.batch_size is not None:
-        preset["batch_size"] = a.batch_size
-    if a.precision is not None:
-        preset["precision"] = a.precision
-    cfg = Config(
-        **preset, subset=a.subset, eval_subset=a.eval_subset,
-        seed=a.seed, target=a.target, eval_every=a.eval_every, show_every=a.show_every, device=a.device,
-        kernels=a.kernels, threads=a.threads, deterministic=a.deterministic, data_dir=a.data_dir,
-        download=not a.no_download, extra={"recipe": a.recipe},
-        compile=gpu_defaults.compile_choice(a.compile),
-    )
+    cfg = Config(**config_file.recipe_fields(a, RECIPES), subset=a.subset, eval_subset=a.eval_subset,
+                 download=not a.no_download)
     return apply_overrides(cfg, a.set)
 
 

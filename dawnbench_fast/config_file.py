@@ -142,3 +142,20 @@ def epochs_value(epochs: float) -> int | float:
     """``--epochs`` (parsed as a float, for fractional lengths) as the config
     records it: an integral value as an int, so --epochs 8 is recorded as 8."""
     return int(epochs) if float(epochs).is_integer() else epochs
+
+
+def recipe_fields(a: argparse.Namespace, recipes: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The Config fields every trainer takes from the shared flags
+    (cli.add_training_args, add_execution_args): the named recipe's values,
+    an explicit --epochs, --batch-size or --precision winning over them, and
+    the run's seed, target, device, kernels and the rest."""
+    preset = {**recipes[a.recipe]}
+    if a.epochs is not None:
+        preset["epochs"] = epochs_value(a.epochs)
+    for name in ("batch_size", "precision"):
+        if getattr(a, name) is not None:
+            preset[name] = getattr(a, name)
+    return {**preset, "seed": a.seed, "target": a.target, "eval_every": a.eval_every,
+            "show_every": a.show_every, "device": a.device, "kernels": a.kernels, "threads": a.threads,
+            "deterministic": a.deterministic, "data_dir": a.data_dir, "extra": {"recipe": a.recipe},
+            "compile": compile_choice(a.compile)}

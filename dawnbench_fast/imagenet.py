@@ -335,16 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
 def config_from_args(a: argparse.Namespace) -> Config:
     if a.config is not None:
         return apply_overrides(config_file.from_file(a, Config, validate), a.set)
-    preset = {**RECIPES[a.recipe]}
-    for name in ("batch_size", "precision"):
-        if getattr(a, name) is not None:
-            preset[name] = getattr(a, name)
-    if a.epochs is not None:
-        preset["epochs"] = config_file.epochs_value(a.epochs)
-    cfg = Config(**preset, seed=a.seed, target=a.target, eval_every=a.eval_every, show_every=a.show_every,
-                 device=a.device, kernels=a.kernels, threads=a.threads, deterministic=a.deterministic,
-                 data_dir=a.data_dir, extra={"recipe": a.recipe},
-                 compile=gpu_defaults.compile_choice(a.compile))
+    cfg = Config(**config_file.recipe_fields(a, RECIPES))
     return apply_overrides(cfg, a.set)
 
 
