@@ -25,7 +25,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -33,10 +32,8 @@ from torch import nn
 
 from dawnbench_fast import checkpoint, cli, config_file, gpu_defaults
 from dawnbench_fast.data.cifar10 import DataError
-
-# TEMPORARY: the pipeline's stand-in until its branch merges; then FolderSource comes from
-# data/imagenet/folder.py (PackedSource from pack.py) and ImageNetLoader from loader.py.
-from dawnbench_fast.data.imagenet.standin import FolderSource, ImageNetLoader
+from dawnbench_fast.data.imagenet.loader import ImageNetLoader, open_source
+from dawnbench_fast.data.imagenet.source import ImageSource
 from dawnbench_fast.dispatch import KernelsUnavailable
 from dawnbench_fast.distributed import World, average_bn_statistics, convert_sync_batchnorm, world
 from dawnbench_fast.imagenet_recipe import MEAN, RECIPES, STD, ImageNetRecipe, train_resolution, validate
@@ -57,40 +54,44 @@ class ImageNetData:
     """The two splits' sources, opened once (phase ``data_load``)."""
 
     root: Path
-    train: Any  # a source: len, labels (int64), classes (sorted synsets), read(i), name(i)
-    val: Any
+    train: ImageSource  # len, labels (int64), classes (sorted synsets), read(i), name(i)
+    val: ImageSource
 
     @property
     def classes(self) -> int:
         return len(self.train.classes)
 
 
-def open_split(data_dir: str | None, split: str) -> Any:
-    """The source of ``DIR/<split>`` (an ImageFolder), or a one-line DataError."""
+def split_path(data_dir: str | None, split: str) -> Path:
+    """``DIR/<split>.pack`` (a packed split, pack.py) when it exists, else the
+    ImageFolder ``DIR/<split>/``; a one-line DataError when neither does."""
     if data_dir is None:
         raise DataError("--data-dir: required (a folder holding train/ and val/ ImageFolders)")
-    folder = Path(data_dir) / split
+    packed, folder = Path(data_dir) / f"{split}.pack", Path(data_dir) / split
+    if packed.is_file():
+        return packed
     if not folder.is_dir():
-        raise DataError(f"--data-dir {data_dir}: no {split}/ folder there "
-                        f"(expected {split}/<synset>/<image>)")
-    source = FolderSource(folder)
-    if len(source) == 0:
-        raise DataError(f"--data-dir {data_dir}: {split}/ holds no images")
-    return source
+        raise DataError(f"--data-dir {data_dir}: no {split}/ folder there (expected "
+                        f"{split}/<synset>/<image>, or a packed {split}.pack: docs/IMAGENET.md)")
+    return folder
 
 
 def load_data(data_dir: str | None) -> ImageNetData:
-    train, val = open_split(data_dir, "train"), open_split(data_dir, "val")
-    if list(train.classes) != list(val.classes):
-        raise DataError(f"--data-dir {data_dir}: train/ and val/ name different classes "
+    """Both splits, the validation split indexed by the training split's synsets."""
+    train = open_source(split_path(data_dir, "train"))
+    val = open_source(split_path(data_dir, "val"), classes=list(train.classes))
+    if list(train.classes) != list(val.classes):  # a packed val file carries its own list
+        raise DataError(f"--data-dir {data_dir}: train and val name different classes "
                         f"({len(train.classes)} and {len(val.classes)} synsets)")
     return ImageNetData(Path(str(data_dir)), train, val)
 
 
-def make_loader(source: Any, cfg: Config, w: World) -> ImageNetLoader:
-    """One rank's loader of ``source``: its share of each global batch, its val shard."""
-    return ImageNetLoader(source, global_batch=cfg.batch_size, seed=cfg.seed, rank=w.rank,
-                          world_size=w.size, threads=cfg.loader_threads or None)
+def make_loader(source: ImageSource, cfg: Config, w: World, global_batch: int) -> ImageNetLoader:
+    """One rank's loader of ``source``. Training takes the rank's share of each
+    global batch; evaluation passes ``global_batch=w.size`` (its batches are per
+    rank, ``val_batches``' own argument)."""
+    return ImageNetLoader(source, global_batch=global_batch, seed=cfg.seed, rank=w.rank, world_size=w.size,
+                          threads=cfg.loader_threads or None, skip_bad=cfg.skip_bad)
 
 
 def normalised(images: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -168,10 +169,13 @@ class Trainer:
     def __init__(self, cfg: Config, data: ImageNetData, device: torch.device, latency_images: int = 0):
         self.cfg, self.data, self.device, self.world = cfg, data, device, world()
         self.world.batch_share(cfg.batch_size)  # a ConfigError unless it divides by the processes
-        self.loader = make_loader(data.train, cfg, self.world)
-        if self.loader.steps_per_epoch < 1:
+        if cfg.batch_size > len(data.train):
             raise DataError(f"--batch-size {cfg.batch_size}: larger than the {len(data.train)} "
                             "training images")
+        # Both loaders live as long as the run (each owns a pool of decoding threads).
+        self.loader = make_loader(data.train, cfg, self.world, cfg.batch_size)
+        self.val_loader = make_loader(data.val, cfg, self.world, self.world.size)
+        self.skipped = 0  # unreadable images reported so far (skip_bad)
         self.epoch_steps = epoch_steps(cfg.epochs, lambda e: self.loader.steps_per_epoch)
         self.total_steps = sum(self.epoch_steps)
         self.warmup_steps = steps_in(cfg.warmup_epochs, self.loader.steps_per_epoch)
@@ -231,9 +235,18 @@ class Trainer:
                 images, labels, _ = next(batches)
             except StopIteration:
                 return
+            self.report_skipped()
             x, y = normalised(images, self.device), labels.to(self.device, non_blocking=True)
             self.splits.mark("data")
             yield x, y
+
+    def report_skipped(self) -> None:
+        """With ``skip_bad``: name the unreadable images found since the last call (rank 0)."""
+        bad = self.loader.bad_files + self.val_loader.bad_files
+        if len(bad) > self.skipped and self.world.rank == 0:
+            print(f"skip_bad: {len(bad)} unreadable images left out so far (latest: {bad[-1]})",
+                  file=sys.stderr)
+        self.skipped = len(bad)
 
     def train_step(self, x: torch.Tensor, y: torch.Tensor) -> StepLoss:
         cfg = self.cfg
@@ -258,8 +271,7 @@ class Trainer:
         average_bn_statistics(net, self.world)  # every rank evaluates the same model
         net.eval()
         batches = ((normalised(x, self.device), y.to(self.device))
-                   for x, y, _ in make_loader(self.data.val, cfg, self.world).val_batches(
-                       cfg.val_res, cfg.eval_batch_size))
+                   for x, y, _ in self.val_loader.val_batches(cfg.val_res, cfg.eval_batch_size))
         with torch.no_grad(), autocast(cfg.precision, self.device):
             top1, top5 = accuracy(lambda x: logits(net, x, tta), islice(batches, max_batches), top5=True)
         return Evaluation(top1, top5, tta, "mirror TTA" if tta else "one view")
@@ -271,13 +283,13 @@ class Trainer:
         images: the first ``latency_images`` val images at ``val_res`` (all of
         val/, one process: rank 0 measures alone)."""
         cfg, net = self.cfg, self.net.eval()
-        loader = make_loader(self.data.val, cfg, World())
         held, count = [], 0
-        for x, _, _ in loader.val_batches(cfg.val_res, cfg.eval_batch_size):
-            held.append(x.to(self.device))
-            count += len(x)
-            if count >= self.latency_images:
-                break
+        with make_loader(self.data.val, cfg, World(), 1) as loader:
+            for x, _, _ in loader.val_batches(cfg.val_res, cfg.eval_batch_size):
+                held.append(x.to(self.device))
+                count += len(x)
+                if count >= self.latency_images:
+                    break
         images = torch.cat(held)[: max(1, self.latency_images)]
         with torch.no_grad(), autocast(cfg.precision, self.device):
             yield (lambda x: logits(net, normalised(x, self.device), tta)), images
@@ -321,7 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
     d = Config()
     g = p.add_argument_group("data")
     g.add_argument("--data-dir", help="folder holding train/ and val/ ImageFolders "
-                   "(<split>/<synset>/<image>)")
+                   "(<split>/<synset>/<image>), or train.pack and val.pack (docs/IMAGENET.md)")
     cli.add_training_args(p, d)
     p.add_argument("--recipe", choices=sorted(RECIPES), default="dawnbench_fast",
                    help="named recipe: dawnbench_fast (ours: FFCV's ResNet-50 at 40 epochs, Nesterov, "

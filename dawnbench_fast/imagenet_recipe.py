@@ -38,6 +38,7 @@ class ImageNetRecipe:
     subset: int = 0  # kept for the shared checks: ImageNet trains on the whole folder (0)
     eval_subset: int = 0  # likewise: the whole val/ folder (0)
     loader_threads: int = 0  # the pipeline's decoding threads per process (0: its default)
+    skip_bad: bool = False  # leave unreadable images out of their batch (counted) instead of stopping
     # Progressive resizing by epoch, FFCV's rule: min_res up to epoch res_ramp[0],
     # max_res from res_ramp[1], in between the linear ramp rounded to res_step px.
     min_res: int = 160

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from dawnbench_fast.models.resnet import BlurPoolConv2d, Bottleneck, ResNet
+from dawnbench_fast.models.resnet import BlurPoolConv2d, Bottleneck, ResNet, StridedConv1x1
 
 # torchvision's resnet50() / resnet18() with 1000 classes (the figures the papers and model cards quote)
 PUBLISHED_PARAMETERS = {"resnet50": 25_557_032, "resnet18": 11_689_512}
@@ -88,3 +88,25 @@ def test_blurpool_blurs_then_strides():
 def test_unknown_arch_is_one_line():
     with pytest.raises(ValueError, match="arch 'resnet9'"):
         ResNet("resnet9")
+
+
+@pytest.mark.parametrize("cin, side, batch", [(8, 16, 47), (3, 15, 5), (24, 9, 6)])
+def test_strided_1x1_equals_the_stock_strided_conv(cin, side, batch):
+    # the stock conv in NCHW (where oneDNN's 1x1 weight gradient is sound) against ours in
+    # channels_last at a shape that corrupts the heap through the stock path (8 channels, even side)
+    torch.manual_seed(0)
+    ours = StridedConv1x1(cin, 16, 1, stride=2, bias=False)
+    stock = nn.Conv2d(cin, 16, 1, stride=2, bias=False)
+    stock.weight.data.copy_(ours.weight.data)
+    x = torch.randn(batch, cin, side, side)
+    xl = x.contiguous(memory_format=torch.channels_last).requires_grad_()
+    xs = x.clone().requires_grad_()
+    g = torch.randn(batch, 16, (side + 1) // 2, (side + 1) // 2)
+    out, ref = ours(xl), stock(xs)
+    assert out.shape == ref.shape
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+    out.backward(g)
+    ref.backward(g)
+    torch.testing.assert_close(xl.grad, xs.grad, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(ours.weight.grad, stock.weight.grad, rtol=1e-4, atol=1e-4)
+    assert list(dict(ours.named_parameters())) == ["weight"]

@@ -58,7 +58,26 @@ def conv3x3(cin: int, cout: int, stride: int = 1) -> nn.Conv2d:
     return nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
 
 
+class StridedConv1x1(nn.Conv2d):
+    """A strided 1x1 convolution (a downsample shortcut), computed on the CPU
+    as the unit-stride one on every ``stride``-th pixel: the same numbers.
+
+    Why: oneDNN's 1x1 weight gradient in channels_last with fewer input
+    channels than its channel block writes past its workspace (heap
+    corruption, then a crash; uxlfoundation/oneDNN#6035; seen here with torch
+    2.13 at 8 channels). The slice is the copy oneDNN's own strided path makes.
+    Parameters and state-dict keys are nn.Conv2d's."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.device.type != "cpu":
+            return super().forward(x)
+        sh, sw = self.stride
+        return F.conv2d(x[:, :, ::sh, ::sw], self.weight, self.bias)
+
+
 def conv1x1(cin: int, cout: int, stride: int = 1) -> nn.Conv2d:
+    if stride > 1:
+        return StridedConv1x1(cin, cout, 1, stride=stride, bias=False)
     return nn.Conv2d(cin, cout, 1, stride=stride, bias=False)
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 import numpy as np
@@ -160,6 +160,7 @@ class ImageNetLoader:
         return indices, images, futures
 
     def _collect(self, indices: np.ndarray, images: torch.Tensor, futures: list[Future]) -> Batch:
+        wait(futures)  # all of them, even when one raises: the others still write into ``images``
         bad = sorted(j for f in futures for j in f.result())
         if bad:
             keep = np.setdiff1d(np.arange(len(indices)), bad)
