@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 import sys
 
 import pytest
@@ -42,10 +43,11 @@ FULL_TRAIN = 50_000
 
 
 def arm_config(arm: str) -> Config:
-    """``RECIPE[:field=value,...]`` as a config (kernels: cpu)."""
+    """``RECIPE[:field=value,...]`` as a config (kernels: cpu). A value may hold
+    commas (``widths=48,256,256``): a new field starts only at ``,name=``."""
     name, _, sets = arm.partition(":")
     cfg = dataclasses.replace(Config(), **RECIPES[name], kernels="cpu")
-    return apply_overrides(cfg, [s for s in sets.split(",") if s])
+    return apply_overrides(cfg, [s for s in re.split(r",(?=\w+=)", sets) if s])
 
 
 @pytest.mark.parametrize("arm", ARMS)
