@@ -1,0 +1,71 @@
+"""oneDNN's bf16 convolutions at the CIFAR net's shapes, and the GEMMs a
+Winograd F(2x2, 3x3) form of the largest one would run instead: where the
+step's conv time goes and whether a cheaper algorithm could pay on this CPU.
+
+    python -m pytest benchmarks/bench_conv_shapes.py --benchmark-only
+
+For each 3x3 convolution of the net (padding 1, bf16, channels_last, the
+recipe's batch ``BENCH_BATCH``, default 1536 as in ``--recipe hiverge``):
+the forward, the weight gradient and the input gradient, each as one ATen
+call (what the ``cpu`` backend's conv runs). ``extra_info``: GFLOP (2 x
+multiply-accumulates) and GFLOP/s.
+
+Winograd F(2x2, 3x3) for 256 -> 256 channels at 7 x 7: each image becomes
+4 x 4 tiles of 4 x 4 transformed pixels (16 tile positions x 16 tiles), so
+the convolution becomes 16 GEMMs of (batch x 16) x 256 by 256 x 256: 0.58 of
+the direct form's multiply-accumulates. ``winograd_gemm_*`` time those GEMMs
+alone (``torch.bmm`` in bf16, the forward, input-gradient and
+weight-gradient products) on random data, before any transform: if they are
+not faster than the direct convolution, no transform can make Winograd pay.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from knobs import env_int
+
+BATCH = env_int("BENCH_BATCH", 1536)
+ROUNDS = env_int("BENCH_ROUNDS", 5)
+# (in channels, out channels, side): the net's 3x3 convolutions (widths 64, 256, 256 after the
+# 24-channel whitening; each group's second conv runs after its 2x2 max-pool)
+SHAPES = [(24, 64, 31), (64, 64, 15), (64, 256, 15), (256, 256, 7), (256, 256, 3)]
+TILES_7 = 16  # 2x2-output tiles covering a 7x7 map (4 x 4 of them, the last row and column half used)
+
+
+def _bf16_cl(*shape: int) -> torch.Tensor:
+    return torch.randn(*shape).to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
+
+
+def _record(benchmark, gflop: float, fn) -> None:
+    fn()  # warm-up: oneDNN builds its primitive
+    benchmark.pedantic(fn, rounds=ROUNDS, iterations=1)
+    benchmark.extra_info.update(batch=BATCH, gflop=round(gflop, 2),
+                                gflop_per_s=round(gflop / benchmark.stats.stats.median, 1))
+
+
+@pytest.mark.parametrize("pass_", ["fwd", "wgrad", "dgrad"])
+@pytest.mark.parametrize("cin, cout, side", SHAPES, ids=[f"{a}to{b}@{s}" for a, b, s in SHAPES])
+def test_conv3x3(benchmark, cin, cout, side, pass_):
+    benchmark.group = f"conv3x3 {cin}->{cout} @{side}, batch {BATCH}, bf16"
+    x, w, dy = _bf16_cl(BATCH, cin, side, side), _bf16_cl(cout, cin, 3, 3), _bf16_cl(BATCH, cout, side, side)
+    gflop = 2 * BATCH * side * side * cin * cout * 9 / 1e9
+    if pass_ == "fwd":
+        _record(benchmark, gflop, lambda: F.conv2d(x, w, padding=1))
+        return
+    mask = [pass_ == "dgrad", pass_ == "wgrad", False]
+    _record(benchmark, gflop, lambda: torch.ops.aten.convolution_backward(
+        dy, x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, mask))
+
+
+@pytest.mark.parametrize("product", ["fwd", "dgrad", "wgrad"])
+def test_winograd_gemm_256_at_7(benchmark, product):
+    benchmark.group = f"conv3x3 256->256 @7, batch {BATCH}, bf16"
+    rows, c = BATCH * TILES_7, 256
+    v, m, u = (torch.randn(16, rows, c).to(torch.bfloat16), torch.randn(16, rows, c).to(torch.bfloat16),
+               torch.randn(16, c, c).to(torch.bfloat16))
+    gflop = 2 * 16 * rows * c * c / 1e9
+    fn = {"fwd": lambda: torch.bmm(v, u), "dgrad": lambda: torch.bmm(m, u.transpose(1, 2)),
+          "wgrad": lambda: torch.bmm(v.transpose(1, 2), m)}[product]
+    _record(benchmark, gflop, fn)
