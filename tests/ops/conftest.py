@@ -27,6 +27,24 @@ def triton_device() -> torch.device:
 
 
 @pytest.fixture(autouse=True)
+def full_fp32_on_cuda() -> Iterator[None]:
+    """fp32 in full fp32 on a GPU, for every op test: cuDNN's convolutions take
+    TF32 by default, and the Triton kernels follow the same flags
+    (kernels/launches.dot_precision), so a test with them on would compare
+    TF32 against TF32 at fp32 tolerances, or TF32 against fp32 where one side
+    runs elsewhere (the first H100 run failed the fp32 conv tests that way)."""
+    if not torch.cuda.is_available():
+        yield
+        return
+    tf32 = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
+
+
+@pytest.fixture(autouse=True)
 def triton_tensors_on_their_device(request) -> Iterator[None]:
     """The ``test_triton_*`` tests make their tensors with the factory functions'
     default device: on a GPU machine run with TRITON_INTERPRET=0 that is the GPU,
@@ -35,15 +53,11 @@ def triton_tensors_on_their_device(request) -> Iterator[None]:
         yield
         return
     previous = torch.get_default_device()
-    tf32 = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
     torch.set_default_device(triton_device())
-    # the fp32 references in full fp32: cuDNN's convolutions take TF32 by default
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     try:
         yield
     finally:
         torch.set_default_device(previous)
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
 
 
 @pytest.fixture(params=BACKENDS)
