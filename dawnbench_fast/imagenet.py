@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -94,12 +95,19 @@ def make_loader(source: ImageSource, cfg: Config, w: World, global_batch: int) -
                           threads=cfg.loader_threads or None, skip_bad=cfg.skip_bad)
 
 
+@functools.cache
+def _mean_std_255(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """ImageNet's mean and std on the 0-255 scale, made on ``device`` once (a
+    per-batch torch.tensor(..., device=cuda) would be a blocking copy each step)."""
+    return (torch.tensor(MEAN, device=device).view(1, 3, 1, 1) * 255,
+            torch.tensor(STD, device=device).view(1, 3, 1, 1) * 255)
+
+
 def normalised(images: torch.Tensor, device: torch.device) -> torch.Tensor:
     """uint8 (b, 3, s, s) images as float on ``device``, normalised there by
     ImageNet's mean and std (channels_last kept)."""
     x = images.to(device, non_blocking=True).float()
-    mean = torch.tensor(MEAN, device=device).view(1, 3, 1, 1) * 255
-    std = torch.tensor(STD, device=device).view(1, 3, 1, 1) * 255
+    mean, std = _mean_std_255(device)
     return ((x - mean) / std).contiguous(memory_format=torch.channels_last)
 
 
