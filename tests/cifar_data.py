@@ -4,21 +4,15 @@ shared copy beside the checkout. Loaded once per test session."""
 from __future__ import annotations
 
 import functools
-import os
 from pathlib import Path
 
-import pytest
+from shared_data import dataset_dir
 
 from dawnbench_fast.data.cifar10 import Cifar10, load_cifar10
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10"
-
 
 def cifar_dir() -> Path:
-    path = Path(os.environ.get("DAWNBENCH_DATA") or SHARED)
-    if not (path / "data_batch_1.bin").exists():
-        pytest.skip(f"CIFAR-10 binary files not found at {path}; set DAWNBENCH_DATA")
-    return path
+    return dataset_dir("DAWNBENCH_DATA", "cifar10", "data_batch_1.bin", "CIFAR-10 binary files")
 
 
 @functools.lru_cache(maxsize=1)

@@ -7,19 +7,14 @@ skip with the reason when it is absent."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-import pytest
-
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
+from shared_data import dataset_dir
 
 
 def sample_dir() -> Path:
-    path = Path(os.environ.get("DAWNBENCH_IMAGENET_SAMPLE") or SHARED)
-    if not (path / "synset_to_index.tsv").is_file():
-        pytest.skip(f"ImageNet sample not found at {path}; set DAWNBENCH_IMAGENET_SAMPLE")
-    return path
+    return dataset_dir("DAWNBENCH_IMAGENET_SAMPLE", "imagenet-sample", "synset_to_index.tsv",
+                       "ImageNet sample")
 
 
 def sample_files() -> list[Path]:
