@@ -6,7 +6,9 @@ full run.
     python benchmarks/bench_recipe_step.py dawnbench_fast hiverge hiverge:act=gelu --rounds 5   # the same
 
 An arm is ``RECIPE[:field=value,...]`` (the ``--set`` fields on top of the
-named recipe); ``BENCH_ARMS`` lists them, whitespace-separated (default
+named recipe; ``wgrad=METHOD`` forces the conv weight-gradient method of
+models/conv_cpu.py, e.g. ``hiverge:wgrad=aten`` against ``hiverge``'s
+default); ``BENCH_ARMS`` lists them, whitespace-separated (default
 ``dawnbench_fast hiverge``). Each arm gets its own trainer at its recipe's
 batch size and two warm-up steps, then ``BENCH_ROUNDS`` timed steps (default
 5) on the same batch; each arm's rounds run back to back (the script before
@@ -34,6 +36,7 @@ from knobs import env_int, env_words
 from dawnbench_fast import dispatch
 from dawnbench_fast.cifar import RECIPES, Config, Trainer, apply_overrides
 from dawnbench_fast.data.cifar10_device import prepare_data
+from dawnbench_fast.models import conv_cpu
 from dawnbench_fast.precision import with_resolved_precision
 from dawnbench_fast.task import steps_in
 
@@ -42,19 +45,24 @@ ROUNDS = env_int("BENCH_ROUNDS", 5)
 FULL_TRAIN = 50_000
 
 
-def arm_config(arm: str) -> Config:
-    """``RECIPE[:field=value,...]`` as a config (kernels: cpu). A value may hold
-    commas (``widths=48,256,256``): a new field starts only at ``,name=``."""
+def arm_config(arm: str) -> tuple[Config, str | None]:
+    """``RECIPE[:field=value,...]`` as a config (kernels: cpu) and the forced
+    weight-gradient method (``wgrad=``, else None). A value may hold commas
+    (``widths=48,256,256``): a new field starts only at ``,name=``."""
     name, _, sets = arm.partition(":")
     cfg = dataclasses.replace(Config(), **RECIPES[name], kernels="cpu")
-    return apply_overrides(cfg, [s for s in re.split(r",(?=\w+=)", sets) if s])
+    fields = [s for s in re.split(r",(?=\w+=)", sets) if s]
+    wgrad = [f.partition("=")[2] for f in fields if f.startswith("wgrad=")]
+    cfg = apply_overrides(cfg, [f for f in fields if not f.startswith("wgrad=")])
+    return cfg, (wgrad[-1] if wgrad else None)
 
 
 @pytest.mark.parametrize("arm", ARMS)
-def test_recipe_step(benchmark, cifar10, arm):
+def test_recipe_step(benchmark, cifar10, arm, monkeypatch):
     if (reason := dispatch.unavailable_reason("cpu", torch.device("cpu"))) is not None:
         pytest.skip(f"--kernels cpu unavailable here: {reason}")
-    cfg = arm_config(arm)
+    cfg, wgrad = arm_config(arm)
+    monkeypatch.setattr(conv_cpu, "FORCE", wgrad)
     cfg, _ = with_resolved_precision(dataclasses.replace(cfg, subset=cfg.batch_size * 3), torch.device("cpu"))
     t = Trainer(cfg, prepare_data(cifar10, cfg, torch.device("cpu")), torch.device("cpu"), "cpu")
     t.init_model()
@@ -67,7 +75,8 @@ def test_recipe_step(benchmark, cifar10, arm):
     steps = steps_in(cfg.epochs, FULL_TRAIN // cfg.batch_size)
     benchmark.extra_info.update(
         batch=cfg.batch_size, seconds_per_1k_images=1000 * med / cfg.batch_size, steps=steps,
-        train_phase_implied_s=steps * med, threads=torch.get_num_threads(), precision=cfg.precision)
+        train_phase_implied_s=steps * med, threads=torch.get_num_threads(), precision=cfg.precision,
+        wgrad_methods=conv_cpu.chosen_methods() if wgrad is None else {"forced": wgrad})
 
 
 def main(argv: list[str] | None = None) -> int:

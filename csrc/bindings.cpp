@@ -249,6 +249,18 @@ PYBIND11_MODULE(DBF_MODULE_NAME, m) {
     py::gil_scoped_release nogil;
     cpu().float_from_16bit(dtype, ptr<const unsigned short>(src), ptr<float>(dst), n);
   });
+  m.def("conv3x3_wgrad_supported", []() { return cpu().conv3x3_wgrad_supported(); },
+        "Whether the copy in use has the AVX-512 BF16 conv weight gradient and this CPU runs it");
+  m.def(
+      "conv3x3_wgrad_bf16",
+      [](std::uintptr_t x, std::uintptr_t dy, std::uintptr_t dw, std::uintptr_t xp,
+         std::uintptr_t dyp, int N, int H, int W, int I, int O) {
+        py::gil_scoped_release nogil;
+        return cpu().conv3x3_wgrad_bf16(ptr<const uint16_t>(x), ptr<const uint16_t>(dy),
+                                        ptr<float>(dw), ptr<uint32_t>(xp), ptr<uint32_t>(dyp), N,
+                                        H, W, I, O);
+      },
+      "3x3 conv weight gradient, bf16 NHWC in, fp32 (3, 3, I, O) out (see cpu_kernels.h)");
   m.def(
       "gemm_mma_emulated",
       [](int dtype, std::uintptr_t A, std::uintptr_t B, std::uintptr_t C, int M, int N, int K,

@@ -10,6 +10,8 @@
 // CPU runs (or the one DAWNBENCH_CPU_PATH forces) when the module loads.
 #pragma once
 
+#include <cstdint>
+
 #include "dbf_common.cuh"
 
 namespace dbf {
@@ -60,6 +62,14 @@ void augment(int dtype, const unsigned char* padded, const long long* indices, c
 int gemm_mma_emulated(int dtype, const void* A, const void* B, float* C, int M, int N, int K,
                       int lda, int ldb, int ldc);
 
+// Weight gradient of a 3x3 / stride 1 / padding 1 conv (cpu_conv_wgrad.cpp):
+// x (N, H, W, I) and dy (N, H, W, O) bf16 NHWC; dw (3, 3, I, O) fp32;
+// xp and dyp workspaces of ceil(N/2)*H*W*I and *O uint32. Returns 0, or 1
+// where this copy or CPU has no AVX-512 BF16 or O is not a multiple of 16.
+bool conv3x3_wgrad_supported();
+int conv3x3_wgrad_bf16(const uint16_t* x, const uint16_t* dy, float* dw, uint32_t* xp,
+                       uint32_t* dyp, int N, int H, int W, int I, int O);
+
 // fp32 <-> bf16/fp16 with the shared conversions of float16_bits.cuh (tests
 // compare them with torch's rounding).
 void float_to_16bit(int dtype, const float* src, unsigned short* dst, long long n);
@@ -102,6 +112,8 @@ struct CpuApi {
   decltype(&cpu::gemm_mma_emulated) gemm_mma_emulated;
   decltype(&cpu::float_to_16bit) float_to_16bit;
   decltype(&cpu::float_from_16bit) float_from_16bit;
+  decltype(&cpu::conv3x3_wgrad_supported) conv3x3_wgrad_supported;
+  decltype(&cpu::conv3x3_wgrad_bf16) conv3x3_wgrad_bf16;
 };
 
 }  // namespace dbf

@@ -7,6 +7,8 @@ CPU build"):
 - ``bn_act``: faster than torch's BatchNorm + activation (oneDNN/ATen);
   Its ``pooled`` attribute is the fused max-pool + BN + act
   (csrc/pool_bn_act.py), which the cpu conv group uses after its first conv;
+- the conv group's weight gradient (csrc/conv_wgrad.py, ``dpbf16``): faster
+  than oneDNN's on every conv of the net;
 - ``augment``: faster than the numba kernel of data/augment_cpu.py (and
   bit-identical to it and to the reference), which is therefore registered
   nowhere: this module is the one place that says which ``augment`` serves.
@@ -25,7 +27,9 @@ import platform
 import torch
 
 from dawnbench_fast import dispatch
-from dawnbench_fast.csrc import native, ops, pool_bn_act  # noqa: F401 - gives bn_act .pooled
+
+# pool_bn_act gives bn_act .pooled; conv_wgrad hands the conv group its dpbf16 weight gradient
+from dawnbench_fast.csrc import conv_wgrad, native, ops, pool_bn_act  # noqa: F401
 from dawnbench_fast.machine import cpu_flags
 
 _AVX512 = ("avx512f", "avx512bw", "avx512vl")  # what cpu_vec.h's DBF_VEC forms need

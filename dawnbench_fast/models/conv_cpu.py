@@ -4,28 +4,32 @@ backend's fused max-pool + BN + activation when its ``bn_act`` op offers one
 (``bn_act.pooled``: csrc/pool_bn_act.py; this floor may not import csrc).
 
 Weight-gradient methods for dW (Cout x Cin*9):
-- ``aten``: torch's convolution_backward in the input dtype (the default);
+- ``dpbf16``: the backend's AVX-512 BF16 kernel (csrc/cpu_conv_wgrad.cpp,
+  handed over by csrc/conv_wgrad.py through :func:`provide_wgrad`): bf16 in,
+  fp32 sums, the border taps skipped rather than multiplied by padding;
+- ``aten``: torch's convolution_backward in the input dtype;
 - ``fp32``: torch's convolution_backward on fp32 copies of x and dY;
 - ``im2col``: dY^T (Cout x BHW) @ im2col(x) (BHW x Cin*9), bf16 in, fp32 accumulate.
 
-Why ``aten`` by default, never timed: the other methods won only when
-oneDNN's bf16 weight gradient was measured on a loaded machine (64->256
-channels at 15x15: 2.0 s with 2 threads against 0.43 s with 1 under load).
-Idle, aten wins every shape of the net, and a choice timed once and cached
-was poisoned by such a spell: the cached ``fp32`` for that shape cost 0.99 s a
-step in situ (its fp32 copy of dY alone 0.38 s) against aten's 0.44 s, and the
-whole step ran 5.43 s against 4.70 s with aten (docs/PERFORMANCE.md). Fixed
-kernels also make the same seed run the same kernels on every machine.
+The default, never timed: ``dpbf16`` wherever it applies (bf16, output
+channels a multiple of 16, a CPU with AVX-512 BF16; measured 1.2-2.5x faster
+than oneDNN's on every conv of the net, docs/PERFORMANCE.md), else ``aten``.
+Why fixed and not timed: a choice timed once and cached was poisoned by a
+loaded spell (oneDNN's bf16 weight gradient of 64->256 channels at 15x15 took
+2.0 s with 2 threads against 0.43 s with 1 under load; the cached ``fp32``
+for that shape then cost 0.99 s a step in situ against aten's 0.44 s, and
+the whole step ran 5.43 s against 4.70 s). Fixed kernels also make the same
+seed run the same kernels on every machine of a class.
 
-``DAWNBENCH_WGRAD`` (or :func:`set_wgrad_policy`): ``aten`` (default), another
-method name to force it everywhere, ``auto`` (opt-in: each choice made once per
-(CPU model, threads, torch version, x shape, w shape, dtype), every method
-timed ``REPS`` times interleaved, median; another method replaces ``aten`` only
-when it is more than ``MARGIN`` faster; saved to
+``DAWNBENCH_WGRAD`` (or :func:`set_wgrad_policy`): unset for the default, a
+method name to force it everywhere, ``auto`` (opt-in: each choice made once
+per (CPU model, threads, torch version, x shape, w shape, dtype), every
+method that applies timed ``REPS`` times interleaved, median; another method
+replaces the default only when it is more than ``MARGIN`` faster; saved to
 ``<cache>/conv_wgrad_methods.json``: ``$DAWNBENCH_CACHE``, else
 ``$XDG_CACHE_HOME/dawnbench_fast``, else ``~/.cache/dawnbench_fast``; atomic
 write; a one-line note on stderr when measured), or ``frozen`` (the cache's
-choice, else ``aten``; never measures, e.g. for ``--deterministic``).
+choice, else the default; never measures, e.g. for ``--deterministic``).
 :func:`chosen_methods` lists the choices made in this process (run.json),
 :func:`wgrad_decisions` with their source and times.
 """
@@ -38,6 +42,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -47,8 +52,9 @@ from dawnbench_fast.dispatch import register
 from dawnbench_fast.machine import cpu_model, user_cache_dir
 from dawnbench_fast.models.layers import ConvGroup, bn_act
 
-WGRAD_METHODS = ("aten", "fp32", "im2col")
-DEFAULT_METHOD = "aten"
+WGRAD_METHODS = ("aten", "fp32", "im2col", "dpbf16")
+DEFAULT_METHOD = "aten"  # where no backend kernel applies (default_method)
+BACKEND_METHODS = ("dpbf16",)  # given by a backend (provide_wgrad), not by torch
 POLICIES = ("auto", "frozen", *WGRAD_METHODS)
 REPS = 5  # timed calls per method (medians); methods 1.5x slower than the best stop after one
 MARGIN = 0.10  # another method must beat aten's median by this fraction
@@ -57,7 +63,9 @@ CACHE_VERSION = 1
 _CHOICE: dict[tuple, dict] = {}
 # Forced method for tests and benchmarks (None = the policy decides).
 FORCE: str | None = None
-_POLICY: list[str] = []  # set_wgrad_policy's value; empty: DAWNBENCH_WGRAD or "aten"
+_POLICY: list[str] = []  # set_wgrad_policy's value; empty: DAWNBENCH_WGRAD or the default
+# Backend kernels (name -> (fn(x, g, w), applies(x, w))), given by provide_wgrad.
+_NATIVE: dict[str, tuple[Callable, Callable]] = {}
 # False: the unfused max-pool and bn_act (benchmarks compare the two).
 FUSED_POOL = True
 
@@ -81,30 +89,53 @@ def _wgrad_im2col(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> torch.Te
     return (gh.T @ cols).view(cout, cin, 3, 3)
 
 
-_METHODS = {"aten": _wgrad_aten, "fp32": _wgrad_fp32, "im2col": _wgrad_im2col}
+def _wgrad_dpbf16(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    if "dpbf16" not in _NATIVE:
+        raise ValueError("weight-gradient method dpbf16 needs the cpu backend's C++ build "
+                         "(dawnbench_fast.csrc.conv_wgrad); unset DAWNBENCH_WGRAD to use aten")
+    return _NATIVE["dpbf16"][0](x, g, w)
+
+
+_METHODS = {"aten": _wgrad_aten, "fp32": _wgrad_fp32, "im2col": _wgrad_im2col,
+            "dpbf16": _wgrad_dpbf16}
+
+
+def provide_wgrad(name: str, fn: Callable, applies: Callable) -> None:
+    """A backend hands over its kernel for method ``name``: fn(x, dY, w) -> dW,
+    used by default where applies(x, w) holds."""
+    if name not in _METHODS:
+        raise ValueError(f"unknown weight-gradient method {name!r}")
+    _NATIVE[name] = (fn, applies)
+
+
+def default_method(x: torch.Tensor, w: torch.Tensor) -> str:
+    """The method the default policy runs for this shape and dtype."""
+    for name, (_, applies) in _NATIVE.items():
+        if applies(x, w):
+            return name
+    return DEFAULT_METHOD
+
+
+def _applicable(x: torch.Tensor, w: torch.Tensor) -> list[str]:
+    """The methods ``auto`` times for this shape: torch's always, a backend's where it applies."""
+    return [k for k in _METHODS if k not in BACKEND_METHODS or (k in _NATIVE and _NATIVE[k][1](x, w))]
 
 
 # ----------------------------------------------------------------------------- policy
 def set_wgrad_policy(policy: str | None) -> None:
     """``auto``, ``frozen`` or a method name for the rest of this process
-    (None: back to ``DAWNBENCH_WGRAD``, default ``aten``)."""
+    (None: back to ``DAWNBENCH_WGRAD``, unset: the default)."""
     if policy is not None and policy not in POLICIES:
         raise ValueError(f"wgrad policy must be one of {', '.join(POLICIES)}, not {policy!r}")
     _POLICY[:] = [] if policy is None else [policy]
 
 
-def _policy_asked() -> tuple[str, bool]:
-    """The policy in force and whether anyone asked for it (set_wgrad_policy or
-    DAWNBENCH_WGRAD) rather than getting the default."""
-    asked = _POLICY[0] if _POLICY else os.environ.get("DAWNBENCH_WGRAD", "")
-    policy = asked or DEFAULT_METHOD
-    if policy not in POLICIES:
-        raise ValueError(f"DAWNBENCH_WGRAD must be one of {', '.join(POLICIES)}, not {policy!r}")
-    return policy, bool(asked)
-
-
 def wgrad_policy() -> str:
-    return _policy_asked()[0]
+    """``default`` (nothing asked), or what set_wgrad_policy or DAWNBENCH_WGRAD asked for."""
+    policy = (_POLICY[0] if _POLICY else os.environ.get("DAWNBENCH_WGRAD", "")) or "default"
+    if policy != "default" and policy not in POLICIES:
+        raise ValueError(f"DAWNBENCH_WGRAD must be one of {', '.join(POLICIES)}, not {policy!r}")
+    return policy
 
 
 def cache_path() -> Path:
@@ -142,14 +173,16 @@ def _write_cache(key: str, entry: dict) -> None:
 
 
 def measure_wgrad(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> dict:
-    """Median seconds of each method over REPS interleaved calls (a method
-    more than 1.5x slower than the best after the first round stops there),
-    and the choice: aten unless another beats it by more than MARGIN."""
-    times: dict[str, list[float]] = {name: [] for name in _METHODS}
-    for fn in _METHODS.values():
+    """Median seconds of each method that applies over REPS interleaved calls
+    (a method more than 1.5x slower than the best after the first round stops
+    there), and the choice: the default unless another beats it by more than MARGIN."""
+    methods = {name: _METHODS[name] for name in _applicable(x, w)}
+    incumbent = default_method(x, w)
+    times: dict[str, list[float]] = {name: [] for name in methods}
+    for fn in methods.values():
         fn(x, g, w)  # warm-up: oneDNN primitive creation, first-touch pages
     for rep in range(REPS):
-        for name, fn in _METHODS.items():
+        for name, fn in methods.items():
             if rep and min(times[name]) > 1.5 * min(min(v) for v in times.values()):
                 continue
             t0 = time.perf_counter()
@@ -157,7 +190,7 @@ def measure_wgrad(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> dict:
             times[name].append(time.perf_counter() - t0)
     med = {name: statistics.median(v) for name, v in times.items()}
     best = min(med, key=med.get)
-    method = best if med[best] < (1.0 - MARGIN) * med[DEFAULT_METHOD] else DEFAULT_METHOD
+    method = best if med[best] < (1.0 - MARGIN) * med[incumbent] else incumbent
     return {"method": method, "median_s": {k: round(v, 6) for k, v in med.items()},
             "reps": REPS, "at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
 
@@ -170,17 +203,20 @@ def choose_wgrad(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> str:
     key = (tuple(x.shape), tuple(w.shape), x.dtype)
     if key in _CHOICE:
         return _CHOICE[key]["method"]
-    policy, asked = _policy_asked()
+    policy = wgrad_policy()
+    if policy == "default":
+        _CHOICE[key] = {"method": default_method(x, w), "source": "default"}
+        return _CHOICE[key]["method"]
     if policy in WGRAD_METHODS:
-        _CHOICE[key] = {"method": policy, "source": "forced" if asked else "default"}
+        _CHOICE[key] = {"method": policy, "source": "forced"}
         return policy
     ckey = _cache_key(x, w)
     cached = _read_cache().get(ckey)
-    if cached and cached.get("method") in WGRAD_METHODS:
+    if cached and cached.get("method") in _applicable(x, w):
         _CHOICE[key] = {"method": cached["method"], "source": "cache",
                         "median_s": cached.get("median_s")}
     elif policy == "frozen":
-        _CHOICE[key] = {"method": DEFAULT_METHOD, "source": "frozen default"}
+        _CHOICE[key] = {"method": default_method(x, w), "source": "frozen default"}
     else:
         print(f"conv_cpu: timing the weight-gradient methods for x{list(x.shape)} "
               f"w{list(w.shape)} {str(x.dtype).replace('torch.', '')} (once per machine; "

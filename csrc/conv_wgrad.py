@@ -1,0 +1,64 @@
+"""The ``cpu`` backend's 3x3 conv weight gradient (csrc/cpu_conv_wgrad.cpp:
+AVX-512 BF16 ``vdpbf16ps``, fp32 accumulation), offered to the cpu conv group
+as its ``dpbf16`` method (models/conv_cpu.py may not import csrc, so this
+module hands the kernel to it).
+
+Why: oneDNN's bf16 weight gradient ran at 250-390 GFLOP/s on this project's
+CPU class, against 440-560 for the forwards of the same shapes, and took a
+third of the training step; this kernel skips the border taps oneDNN
+multiplies by padding (docs/PERFORMANCE.md, "The conv weight gradient").
+It is the default wherever it applies (bf16 input, output channels a
+multiple of 16, a CPU with AVX-512 BF16): a fixed choice, never timed, so the
+same seed runs the same kernels on every such machine.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from dawnbench_fast.csrc import native
+from dawnbench_fast.csrc.ops import new_output
+from dawnbench_fast.models import conv_cpu
+
+
+def supported() -> bool:
+    """Whether the C++ build in use has the kernel and this CPU runs it."""
+    if native.unavailable_reason() is not None:
+        return False
+    return bool(native.load().conv3x3_wgrad_supported())
+
+
+def applies(x: torch.Tensor, w: torch.Tensor) -> bool:
+    """The shapes and dtypes the kernel takes (the caller falls back to aten)."""
+    return (x.dtype == torch.bfloat16 and w.dtype == torch.bfloat16 and x.device.type == "cpu"
+            and x.dim() == 4 and tuple(w.shape[1:]) == (x.shape[1], 3, 3)
+            and w.shape[0] % 16 == 0 and supported())
+
+
+def conv3x3_wgrad(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """dW of y = conv2d(x, w, padding=1) given dY = g, in w's dtype and shape
+    (summed in fp32, rounded once, as aten's bf16 weight gradient is)."""
+    if not applies(x, w) or g.dtype != x.dtype:
+        raise ValueError(f"conv3x3_wgrad takes bf16 CPU x, dY and w with output channels a "
+                         f"multiple of 16 on a CPU with AVX-512 BF16, not x {x.dtype} "
+                         f"{list(x.shape)}, dY {g.dtype}, w {w.dtype} {list(w.shape)}")
+    n, cin, h, wd = x.shape
+    cout = w.shape[0]
+    if tuple(g.shape) != (n, cout, h, wd):
+        raise ValueError(f"conv3x3_wgrad: dY {list(g.shape)} does not match x {list(x.shape)} "
+                         f"and w {list(w.shape)} (stride 1, padding 1)")
+    x = x.contiguous(memory_format=torch.channels_last)
+    g = g.contiguous(memory_format=torch.channels_last)
+    pairs = (n + 1) // 2
+    # The images interleaved in pairs (uint32 each), 4-byte words allocated as fp32.
+    xp = new_output((pairs * h * wd * cin,), torch.float32, x.device)
+    gp = new_output((pairs * h * wd * cout,), torch.float32, x.device)
+    dw = new_output((3, 3, cin, cout), torch.float32, x.device)
+    rc = native.load().conv3x3_wgrad_bf16(x.data_ptr(), g.data_ptr(), dw.data_ptr(),
+                                          xp.data_ptr(), gp.data_ptr(), n, h, wd, cin, cout)
+    if rc != 0:
+        raise RuntimeError("conv3x3_wgrad_bf16 refused its arguments (see cpu_kernels.h)")
+    return dw.permute(3, 2, 0, 1).to(w.dtype, memory_format=torch.contiguous_format)
+
+
+conv_cpu.provide_wgrad("dpbf16", conv3x3_wgrad, applies)
