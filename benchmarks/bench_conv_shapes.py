@@ -7,8 +7,11 @@ step's conv time goes and whether a cheaper algorithm could pay on this CPU.
 For each 3x3 convolution of the net (padding 1, bf16, channels_last, the
 recipe's batch ``BENCH_BATCH``, default 1536 as in ``--recipe hiverge``):
 the forward, the weight gradient and the input gradient, each as one ATen
-call (what the ``cpu`` backend's conv runs). ``extra_info``: GFLOP (2 x
-multiply-accumulates) and GFLOP/s.
+call, and ``wgrad_dpbf16``: the ``cpu`` backend's own weight gradient
+(csrc/cpu_conv_wgrad.cpp, its default where it applies; skipped without the
+C++ build or AVX-512 BF16). ``extra_info``: GFLOP (2 x multiply-accumulates
+of the direct form, padding taps included, the same count for both weight
+gradients) and GFLOP/s.
 
 Winograd F(2x2, 3x3) for 256 -> 256 channels at 7 x 7: each image becomes
 4 x 4 tiles of 4 x 4 transformed pixels (16 tile positions x 16 tiles), so
@@ -45,7 +48,7 @@ def _record(benchmark, gflop: float, fn) -> None:
                                 gflop_per_s=round(gflop / benchmark.stats.stats.median, 1))
 
 
-@pytest.mark.parametrize("pass_", ["fwd", "wgrad", "dgrad"])
+@pytest.mark.parametrize("pass_", ["fwd", "wgrad", "wgrad_dpbf16", "dgrad"])
 @pytest.mark.parametrize("cin, cout, side", SHAPES, ids=[f"{a}to{b}@{s}" for a, b, s in SHAPES])
 def test_conv3x3(benchmark, cin, cout, side, pass_):
     benchmark.group = f"conv3x3 {cin}->{cout} @{side}, batch {BATCH}, bf16"
@@ -53,6 +56,13 @@ def test_conv3x3(benchmark, cin, cout, side, pass_):
     gflop = 2 * BATCH * side * side * cin * cout * 9 / 1e9
     if pass_ == "fwd":
         _record(benchmark, gflop, lambda: F.conv2d(x, w, padding=1))
+        return
+    if pass_ == "wgrad_dpbf16":
+        from dawnbench_fast.csrc import conv_wgrad
+
+        if not conv_wgrad.supported():
+            pytest.skip("needs the C++ build and a CPU with AVX-512 BF16")
+        _record(benchmark, gflop, lambda: conv_wgrad.conv3x3_wgrad(x, dy, w))
         return
     mask = [pass_ == "dgrad", pass_ == "wgrad", False]
     _record(benchmark, gflop, lambda: torch.ops.aten.convolution_backward(

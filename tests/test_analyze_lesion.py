@@ -11,19 +11,20 @@ from analyze_fixtures import fake_launch, flag, sets, write_run
 
 from dawnbench_fast.analyze import lesion, training_runs
 from dawnbench_fast.analyze.__main__ import main
-from dawnbench_fast.cifar_recipe import RECIPES
+from dawnbench_fast.cifar_recipe import RECIPES, CifarRecipe
 
 
-def test_the_default_recipes_lever_against_airbench_is_selective_tta():
-    arms = lesion.recipe_arms("dawnbench_fast")
+def test_airbench_with_selective_tta_has_one_lever_against_airbench():
+    arms = lesion.recipe_arms("airbench94_tta")
     assert [(a.name, a.flags) for a in arms] == [("recipe_tta_below", ["--set", "tta_below=1.0"])]
     assert lesion.recipe_arms("airbench94_muon") == []
 
 
-def test_every_hiverge_field_is_an_arm():
-    names = {a.name.removeprefix("recipe_") for a in lesion.recipe_arms("hiverge")}
-    differing = {k for k, v in RECIPES["hiverge"].items() if k != "whiten_act"}  # gelu is the default too
-    assert names == differing
+def test_every_field_the_default_changes_from_airbench_is_an_arm():
+    names = {a.name.removeprefix("recipe_") for a in lesion.recipe_arms("dawnbench_fast")}
+    default = CifarRecipe()
+    differing = {k for k, v in RECIPES["airbench94_muon"].items() if getattr(default, k) != v}
+    assert names == differing and "act" in names and "tta_below" in names
 
 
 def test_each_arm_switches_its_lever_and_nothing_else():
@@ -33,7 +34,10 @@ def test_each_arm_switches_its_lever_and_nothing_else():
     expected = {"kernels_torch": {"kernels": "torch"}, "fp32": {"precision": "fp32"},
                 "no_channels_last": {"channels_last": False}, "no_tta": {"tta_level": 0},
                 "no_label_smoothing": {"label_smoothing": 0.0}, "muon_no_orthogonalisation": {"ns_steps": 0},
-                "no_flip": {"flip": False}, "recipe_tta_below": {"tta_below": 1.0}}
+                "no_flip": {"flip": False}}
+    default = CifarRecipe()
+    expected |= {f"recipe_{k}": {k: v} for k, v in RECIPES["airbench94_muon"].items()
+                 if getattr(default, k) != v}
     assert set(configs) == set(expected)
     for name, cfg in configs.items():
         changed = {k: v for k, v in vars(cfg).items() if v != getattr(baseline, k)}
