@@ -12,6 +12,7 @@ from analyze_fixtures import fake_launch, flag, sets, write_run
 
 from dawnbench_fast.analyze import batch_size, training_runs
 from dawnbench_fast.analyze.__main__ import main
+from dawnbench_fast.cifar_recipe import CifarRecipe
 from dawnbench_fast.overrides import ConfigError
 
 
@@ -55,14 +56,15 @@ def test_study_reads_epochs_time_and_throughput(tmp_path, monkeypatch, capsys):
     assert main(["batch-size", "--sizes", "2000,512,1024", "--runs", "1", "--out", str(out)]) == 0
     assert [flag(c, "--batch-size") for c in calls] == ["512", "1024", "2000"]
     assert all(flag(c, "--eval-every") == "1" and flag(c, "--target") == "0.93" for c in calls)
+    d = CifarRecipe()  # the default recipe's rate and batch: the rule scales from them
     assert [float(sets(c)["lr_filters"]) for c in calls] == pytest.approx(
-        [0.24 * math.sqrt(b / 2000) for b in (512, 1024, 2000)])
+        [d.lr_filters * math.sqrt(b / d.batch_size) for b in (512, 1024, 2000)])
     data = json.loads((out / "batch-size.json").read_text())
     by = {s["batch_size"]: s for s in data["sizes"]}
     assert by[512]["epochs_to_target"]["mean"] == 2 and by[512]["time_to_target_s"]["mean"] == 20.0
     assert by[1024]["epochs_to_target"]["mean"] == 3
     assert by[2000]["reached"]["reached"] == 0 and by[2000]["time_to_target_s"]["mean"] is None
-    # all 50,000 images at batch 512: 97 steps an epoch x 8 epochs x 512, over the 10 s training phase
+    # all 50,000 images at batch 512: 97 steps an epoch x the fake run's 8 epochs x 512, over its 10 s
     assert by[512]["throughput_img_s"]["mean"] == pytest.approx(97 * 8 * 512 / 10.0)
     text = capsys.readouterr().out
     assert "below DAWNBench's 94%" in text and "not reached" in text and "sqrt" in text
@@ -94,4 +96,5 @@ def test_quick_keeps_the_sizes_and_the_recipes_reference_batch(tmp_path, monkeyp
     for c in calls:
         assert flag(c, "--subset") == "2000" and flag(c, "--epochs") == "2" and flag(c, "--target") == "0.35"
         assert [c[i + 1] for i, x in enumerate(c) if x == "--batch-size"] == ["500"]  # no quick batch
-        assert float(sets(c)["lr_filters"]) == pytest.approx(0.24 * math.sqrt(500 / 2000))
+        d = CifarRecipe()
+        assert float(sets(c)["lr_filters"]) == pytest.approx(d.lr_filters * math.sqrt(500 / d.batch_size))

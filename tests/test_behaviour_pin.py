@@ -38,8 +38,8 @@ def test_torch_backend_loss_trajectory_is_unchanged():
     from dawnbench_fast.cifar import RECIPES, Config
     from dawnbench_fast.train import loss_trajectory
 
-    cfg = Config(**RECIPES["airbench94_muon"], precision="fp32", kernels="torch", threads=1,
-                 batch_size=500, data_dir=str(cifar_dir()), download=False)
+    cfg = Config(**{**RECIPES["airbench94_muon"], "batch_size": 500}, precision="fp32",
+                 kernels="torch", threads=1, data_dir=str(cifar_dir()), download=False)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

@@ -88,8 +88,10 @@ def test_epoch_log_has_a_line_per_epoch(tiny_run):
         assert rec["wall_seconds"] >= rec["clock_seconds"] * 0.99
         assert 0 < rec["train_loss"] < 10
         assert set(rec["lr"]) == {"filters", "whiten_bias", "norm_biases", "head"}
-    # the schedule decays linearly: the second epoch's rates are below the first's
-    assert all(records[1]["lr"][k] < records[0]["lr"][k] for k in records[0]["lr"])
+    # the schedule decays linearly: the second epoch's rates are below the first's (the
+    # whitening bias's may already be 0: it freezes after 0.19 epochs in the default recipe)
+    live = {k for k, v in records[0]["lr"].items() if v > 0}
+    assert {"filters", "head"} <= live and all(records[1]["lr"][k] < records[0]["lr"][k] for k in live)
     assert records[0]["clock_seconds"] < records[1]["clock_seconds"]
 
 
