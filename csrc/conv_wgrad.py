@@ -17,8 +17,10 @@ from __future__ import annotations
 import torch
 
 from dawnbench_fast.csrc import native
+from dawnbench_fast.csrc.costs import COSTS
 from dawnbench_fast.csrc.ops import new_output
 from dawnbench_fast.models import conv_cpu
+from dawnbench_fast.roofline.registry import register_flop_formulas
 
 
 def supported() -> bool:
@@ -35,9 +37,11 @@ def applies(x: torch.Tensor, w: torch.Tensor) -> bool:
             and w.shape[0] % 16 == 0 and supported())
 
 
+@torch.library.custom_op("dawnbench::csrc_conv3x3_wgrad", mutates_args=())
 def conv3x3_wgrad(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """dW of y = conv2d(x, w, padding=1) given dY = g, in w's dtype and shape
-    (summed in fp32, rounded once, as aten's bf16 weight gradient is)."""
+    (summed in fp32, rounded once, as aten's bf16 weight gradient is). A custom
+    op so that the profiler, and with it the roofline, sees it by name."""
     if not applies(x, w) or g.dtype != x.dtype:
         raise ValueError(f"conv3x3_wgrad takes bf16 CPU x, dY and w with output channels a "
                          f"multiple of 16 on a CPU with AVX-512 BF16, not x {x.dtype} "
@@ -61,4 +65,10 @@ def conv3x3_wgrad(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> torch.Te
     return dw.permute(3, 2, 0, 1).to(w.dtype, memory_format=torch.contiguous_format)
 
 
+@conv3x3_wgrad.register_fake
+def _(x, g, w):
+    return torch.empty_like(w, memory_format=torch.contiguous_format)
+
+
+register_flop_formulas(COSTS)
 conv_cpu.provide_wgrad("dpbf16", conv3x3_wgrad, applies)

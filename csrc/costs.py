@@ -95,6 +95,15 @@ def augment_cost(shapes, dtypes, concrete=None):
     return 2 * n, n * (1 + out_item) + b * (8 + 20)
 
 
+def conv3x3_wgrad_cost(shapes, dtypes, concrete=None):
+    """3x3 weight gradient, counted as aten counts the convolution: 2 x N H W
+    Cin Cout 9 (the border taps the kernel skips included, so the figure
+    compares with oneDNN's); reads x and dY, writes dW (w's shape)."""
+    x, g, w = shapes[0], shapes[1], shapes[2]
+    flops = 2 * _numel(g) * (w[1] if len(w) > 1 else 0) * 9
+    return flops, _nbytes(x, dtypes[0]) + _nbytes(g, dtypes[1]) + _nbytes(w, dtypes[2])
+
+
 def gemm_mma_cost(shapes, dtypes, concrete=None):
     a, b = shapes[0], shapes[1]
     m, k = a
@@ -109,5 +118,6 @@ COSTS = {
     "dawnbench::csrc_pool_bn_act_bwd": (pool_bn_act_bwd_cost, False),
     "dawnbench::csrc_augment": (augment_cost, False),
     "dawnbench::csrc_gemm_mma": (gemm_mma_cost, True),
+    "dawnbench::csrc_conv3x3_wgrad": (conv3x3_wgrad_cost, True),
 }
 

@@ -97,7 +97,17 @@ CALLS = {
     "dawnbench::csrc_pool_bn_act_bwd": lambda: _pool_bwd_call(),
     "dawnbench::csrc_gemm_mma": lambda: D.csrc_gemm_mma(_r(16, 8, dtype=torch.half),
                                                         _r(8, 12, dtype=torch.half)),
+    "dawnbench::csrc_conv3x3_wgrad": lambda: _wgrad_call(),
 }
+
+
+def _wgrad_call():
+    from dawnbench_fast.csrc import conv_wgrad
+
+    if not conv_wgrad.supported():
+        pytest.skip("the dpbf16 weight gradient needs AVX-512 BF16 and the C++ build")
+    return D.csrc_conv3x3_wgrad(_r(3, 5, 4, 6, dtype=torch.bfloat16), _r(3, 16, 4, 6, dtype=torch.bfloat16),
+                                _r(16, 5, 3, 3, dtype=torch.bfloat16))
 
 
 def _flop_counts(fn) -> dict[str, int]:
@@ -229,3 +239,9 @@ def test_profiler_sees_the_custom_ops_and_roofline_has_their_costs():
     assert flops == (3 + 2 + 1) * 800 and nbytes == 2 * 800 * 4 + 6 * 4 * 8
     assert csrc_costs.gemm_mma_cost([[64, 32], [32, 16]], ["c10::Half"] * 2) == (
         2 * 64 * 16 * 32, 64 * 32 * 2 + 32 * 16 * 2 + 64 * 16 * 4)
+    # the weight gradient counts as aten's convolution_backward counts its weight half
+    x, g, w = torch.randn(3, 5, 4, 6), torch.randn(3, 16, 4, 6), torch.randn(16, 5, 3, 3)
+    aten = _total_flops(lambda: torch.ops.aten.convolution_backward(
+        g, x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [False, True, False]))
+    assert csrc_costs.conv3x3_wgrad_cost([[3, 5, 4, 6], [3, 16, 4, 6], [16, 5, 3, 3]],
+                                         ["c10::BFloat16"] * 3) == (aten, (360 + 1152 + 720) * 2)
