@@ -12,7 +12,7 @@ Weight-gradient methods for dW (Cout x Cin*9):
 - ``im2col``: dY^T (Cout x BHW) @ im2col(x) (BHW x Cin*9), bf16 in, fp32 accumulate.
 
 The default, never timed: ``dpbf16`` wherever it applies (bf16, output
-channels a multiple of 16, a CPU with AVX-512 BF16; measured 1.2-2.5x faster
+channels a multiple of 16, a CPU with AVX-512 BF16; measured 1.14-2.3x faster
 than oneDNN's on every conv of the net, docs/PERFORMANCE.md), else ``aten``.
 Why fixed and not timed: a choice timed once and cached was poisoned by a
 loaded spell (oneDNN's bf16 weight gradient of 64->256 channels at 15x15 took
@@ -57,7 +57,7 @@ DEFAULT_METHOD = "aten"  # where no backend kernel applies (default_method)
 BACKEND_METHODS = ("dpbf16",)  # given by a backend (provide_wgrad), not by torch
 POLICIES = ("auto", "frozen", *WGRAD_METHODS)
 REPS = 5  # timed calls per method (medians); methods 1.5x slower than the best stop after one
-MARGIN = 0.10  # another method must beat aten's median by this fraction
+MARGIN = 0.10  # another method must beat the default's median by this fraction
 CACHE_VERSION = 1
 # (x shape, w shape, dtype) -> {"method", "source", "times"}: this process's choices.
 _CHOICE: dict[tuple, dict] = {}
