@@ -25,9 +25,10 @@ from dawnbench_fast.roofline.registry import register_flop_formulas
 
 def supported() -> bool:
     """Whether the C++ build in use has the kernel and this CPU runs it."""
-    if native.unavailable_reason() is not None:
+    try:
+        return bool(native.load().conv3x3_wgrad_supported())
+    except native.NativeUnavailable:
         return False
-    return bool(native.load().conv3x3_wgrad_supported())
 
 
 def applies(x: torch.Tensor, w: torch.Tensor) -> bool:
