@@ -8,17 +8,24 @@ CPU class, against 440-560 for the forwards of the same shapes, and took a
 third of the training step; this kernel skips the border taps oneDNN
 multiplies by padding (docs/PERFORMANCE.md, "The conv weight gradient").
 It is the default wherever it applies (bf16 input, output channels a
-multiple of 16, a CPU with AVX-512 BF16): a fixed choice, never timed, so the
-same seed runs the same kernels on every such machine.
+multiple of 16, a CPU with AVX-512 BF16) and oneDNN has no AMX tiles: a fixed
+choice, never timed, so the same seed runs the same kernels on every machine
+of a class. With AMX (Intel Xeon since Sapphire Rapids) oneDNN's weight
+gradient ran 1.3-7x faster than this kernel, so there it stays the default
+and ``DAWNBENCH_WGRAD=dpbf16`` still forces this one.
 """
 
 from __future__ import annotations
+
+import functools
+import os
 
 import torch
 
 from dawnbench_fast.csrc import native
 from dawnbench_fast.csrc.costs import COSTS
 from dawnbench_fast.csrc.ops import new_output
+from dawnbench_fast.machine import cpu_flags
 from dawnbench_fast.models import conv_cpu
 from dawnbench_fast.roofline.registry import register_flop_formulas
 
@@ -36,6 +43,23 @@ def applies(x: torch.Tensor, w: torch.Tensor) -> bool:
     return (x.dtype == torch.bfloat16 and w.dtype == torch.bfloat16 and x.device.type == "cpu"
             and x.dim() == 4 and tuple(w.shape[1:]) == (x.shape[1], 3, 3)
             and w.shape[0] % 16 == 0 and supported())
+
+
+@functools.cache
+def onednn_has_amx() -> bool:
+    """Whether oneDNN runs bf16 convolutions on AMX tiles in this process: the
+    CPU has them, the OS grants them (torch's own check), and
+    ``ONEDNN_MAX_CPU_ISA`` (or ``DNNL_MAX_CPU_ISA``), when set, allows them."""
+    cap = (os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or "ALL").upper()
+    if "amx_bf16" not in cpu_flags() or (cap != "ALL" and "AMX" not in cap):
+        return False
+    grant = getattr(torch._C._cpu, "_init_amx", None)  # asks the OS for the tile state
+    return bool(grant()) if grant is not None else True
+
+
+def preferred(x: torch.Tensor, w: torch.Tensor) -> bool:
+    """Where the default runs this kernel: it applies and oneDNN lacks AMX."""
+    return applies(x, w) and not onednn_has_amx()
 
 
 @torch.library.custom_op("dawnbench::csrc_conv3x3_wgrad", mutates_args=())
@@ -72,4 +96,4 @@ def _(x, g, w):
 
 
 register_flop_formulas(COSTS)
-conv_cpu.provide_wgrad("dpbf16", conv3x3_wgrad, applies)
+conv_cpu.provide_wgrad("dpbf16", conv3x3_wgrad, applies, preferred)

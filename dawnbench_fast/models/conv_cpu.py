@@ -12,8 +12,10 @@ Weight-gradient methods for dW (Cout x Cin*9):
 - ``im2col``: dY^T (Cout x BHW) @ im2col(x) (BHW x Cin*9), bf16 in, fp32 accumulate.
 
 The default, never timed: ``dpbf16`` wherever it applies (bf16, output
-channels a multiple of 16, a CPU with AVX-512 BF16; measured 1.14-2.3x faster
-than oneDNN's on every conv of the net, docs/PERFORMANCE.md), else ``aten``.
+channels a multiple of 16, a CPU with AVX-512 BF16) unless oneDNN has AMX
+tiles, else ``aten``. On AVX-512 BF16 alone (AMD Zen 5) the kernel measured
+1.14-2.3x faster than oneDNN's on every conv of the net; on a Xeon with AMX,
+oneDNN's weight gradient is 1.3-7x faster than it (docs/PERFORMANCE.md).
 Why fixed and not timed: a choice timed once and cached was poisoned by a
 loaded spell (oneDNN's bf16 weight gradient of 64->256 channels at 15x15 took
 2.0 s with 2 threads against 0.43 s with 1 under load; the cached ``fp32``
@@ -64,8 +66,9 @@ _CHOICE: dict[tuple, dict] = {}
 # Forced method for tests and benchmarks (None = the policy decides).
 FORCE: str | None = None
 _POLICY: list[str] = []  # set_wgrad_policy's value; empty: DAWNBENCH_WGRAD or the default
-# Backend kernels (name -> (fn(x, g, w), applies(x, w))), given by provide_wgrad.
-_NATIVE: dict[str, tuple[Callable, Callable]] = {}
+# Backend kernels (name -> (fn(x, g, w), applies(x, w), preferred(x, w))), given by
+# provide_wgrad: applies = the kernel can run it; preferred = the default runs it.
+_NATIVE: dict[str, tuple[Callable, Callable, Callable]] = {}
 # False: the unfused max-pool and bn_act (benchmarks compare the two).
 FUSED_POOL = True
 
@@ -100,18 +103,20 @@ _METHODS = {"aten": _wgrad_aten, "fp32": _wgrad_fp32, "im2col": _wgrad_im2col,
             "dpbf16": _wgrad_dpbf16}
 
 
-def provide_wgrad(name: str, fn: Callable, applies: Callable) -> None:
+def provide_wgrad(name: str, fn: Callable, applies: Callable,
+                  preferred: Callable | None = None) -> None:
     """A backend hands over its kernel for method ``name``: fn(x, dY, w) -> dW,
-    used by default where applies(x, w) holds."""
+    which can run where applies(x, w) holds and runs by default where
+    preferred(x, w) does (applies, when not given)."""
     if name not in _METHODS:
         raise ValueError(f"unknown weight-gradient method {name!r}")
-    _NATIVE[name] = (fn, applies)
+    _NATIVE[name] = (fn, applies, preferred or applies)
 
 
 def default_method(x: torch.Tensor, w: torch.Tensor) -> str:
     """The method the default policy runs for this shape and dtype."""
-    for name, (_, applies) in _NATIVE.items():
-        if applies(x, w):
+    for name, (_, _, preferred) in _NATIVE.items():
+        if preferred(x, w):
             return name
     return DEFAULT_METHOD
 

@@ -92,10 +92,11 @@ def test_wgrad_refuses_what_it_does_not_take_in_one_line(case):
 
 
 def test_conv_group_default_is_dpbf16_where_it_applies(monkeypatch):
-    """bf16 with output channels a multiple of 16 takes the kernel; fp32, or 12
-    channels, keep aten; the choice is recorded with its source, and the
-    autograd Function's dW matches conv2d's float64 autograd."""
+    """Without AMX, bf16 with output channels a multiple of 16 takes the kernel;
+    fp32, or 12 channels, keep aten; the choice is recorded with its source, and
+    the autograd Function's dW matches conv2d's float64 autograd."""
     monkeypatch.setattr(conv_cpu, "_CHOICE", {})
+    monkeypatch.setattr(conv_wgrad, "onednn_has_amx", lambda: False)
     monkeypatch.delenv("DAWNBENCH_WGRAD", raising=False)
     x, g, w = inputs(4, 6, 32, 8, 8, seed=5)
     assert conv_cpu.default_method(x, w) == "dpbf16"
@@ -114,3 +115,29 @@ def test_forcing_dpbf16_without_the_backend_is_a_one_line_error(monkeypatch):
     x, g, w = inputs(2, 4, 16, 5, 5, seed=8)
     with pytest.raises(ValueError, match="dpbf16 needs the cpu backend"):
         conv_cpu._METHODS["dpbf16"](x, g, w)
+
+
+def test_default_keeps_onednn_where_it_has_amx(monkeypatch):
+    """With AMX tiles oneDNN's weight gradient is the faster one, so the default
+    keeps aten there; forcing dpbf16 still runs the kernel."""
+    monkeypatch.setattr(conv_cpu, "_CHOICE", {})
+    monkeypatch.setattr(conv_wgrad, "onednn_has_amx", lambda: True)
+    monkeypatch.delenv("DAWNBENCH_WGRAD", raising=False)
+    x, g, w = inputs(4, 6, 32, 8, 8, seed=6)
+    assert conv_cpu.default_method(x, w) == "aten"
+    monkeypatch.setenv("DAWNBENCH_WGRAD", "dpbf16")
+    w1 = w.clone().requires_grad_()
+    conv_cpu.Conv3x3.apply(x, w1).backward(g)
+    assert conv_cpu.chosen_methods() == {f"x{list(x.shape)} w{list(w.shape)} bfloat16": "dpbf16"}
+
+
+@pytest.mark.parametrize("isa, has", [("AVX512_CORE_BF16", False), ("avx512_core_amx", True), ("ALL", True)])
+def test_onednn_has_amx_follows_the_isa_cap(monkeypatch, isa, has):
+    """ONEDNN_MAX_CPU_ISA below AMX means no tiles, whatever the CPU has."""
+    onednn_has_amx = conv_wgrad.onednn_has_amx.__wrapped__
+    monkeypatch.setattr(conv_wgrad, "cpu_flags", lambda: {"avx512_bf16", "amx_bf16"})
+    monkeypatch.setattr(torch._C._cpu, "_init_amx", lambda: True, raising=False)
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", isa)
+    assert onednn_has_amx() is has
+    monkeypatch.setattr(conv_wgrad, "cpu_flags", lambda: {"avx512_bf16"})
+    assert onednn_has_amx() is False
