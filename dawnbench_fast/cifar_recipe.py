@@ -125,7 +125,7 @@ def validate(cfg: CifarRecipe) -> CifarRecipe:
 # values (94.01% over 2,000 A100 runs) as published, but for 9 epochs instead
 # of 7.63 (its mean over 7 seeds was 94.02%, short of the 94.05% with 7 of 10
 # runs reaching 94% that issue 9 asks; 9 epochs cost 18% more steps and gave
-# +0.2-0.3 points on each screened seed, PERFORMANCE.md): batch
+# +0.21 points over seeds 0-2, every seed higher, PERFORMANCE.md): batch
 # 1536, SiLU in the groups (GELU after the whitening), brightness/contrast
 # jitter, the whitening bias trained for 0.19 epochs from 960 images, label
 # smoothing 0.09, BN momentum 0.5566, Muon with weight decay renormalising
@@ -133,8 +133,9 @@ def validate(cfg: CifarRecipe) -> CifarRecipe:
 # of the test set): with smoothing 0.09 the net is surer of itself, and 0.8
 # gives the views to the 27% least sure (PERFORMANCE.md: 0.6 gave them to 13%
 # and lost 0.05-0.1 points on each of three models). ``hiverge`` names the
-# record's own values, 7.63 epochs, for the runs that quote it. airbench94_muon is the published
-# recipe, one flag away, so each lever can be switched off for comparison.
+# record's own values, 7.63 epochs, for the runs that quote it.
+# airbench94_muon is the published recipe, one flag away, so each lever can
+# be switched off for comparison.
 AIRBENCH94_MUON: dict = {
     "epochs": 8, "batch_size": 2000, "act": "gelu", "whiten_act": "gelu", "brightness": 0.0,
     "contrast": 0.0, "whiten_images": 5000, "whiten_bias_epochs": 3, "bn_momentum": 0.6,
