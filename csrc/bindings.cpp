@@ -262,6 +262,15 @@ PYBIND11_MODULE(DBF_MODULE_NAME, m) {
       },
       "3x3 conv weight gradient, bf16 NHWC in, fp32 (3, 3, I, O) out (see cpu_kernels.h)");
   m.def(
+      "conv3x3_wgrad_pooled",
+      [](std::uintptr_t x, std::uintptr_t dy, std::uintptr_t dw, int N, int H, int W, int I, int O) {
+        py::gil_scoped_release nogil;
+        return cpu().conv3x3_wgrad_pooled(ptr<const uint16_t>(x), ptr<const uint16_t>(dy),
+                                          ptr<float>(dw), N, H, W, I, O);
+      },
+      "3x3 conv weight gradient before a 2x2 max-pool: bf16 NHWC in, fp32 (O, 3, 3, I) out; "
+      "2 where dY is not a max-pool's gradient (see cpu_kernels.h)");
+  m.def(
       "gemm_mma_emulated",
       [](int dtype, std::uintptr_t A, std::uintptr_t B, std::uintptr_t C, int M, int N, int K,
          int lda, int ldb, int ldc) {

@@ -37,7 +37,7 @@ EXT_NAME = "dawnbench_fast._C"
 BINDINGS_SOURCE = "bindings.cpp"
 # Compiled once per CPU copy (cpu_copies), each in its own namespace.
 CPU_KERNEL_SOURCES = ["cpu_bn_act.cpp", "cpu_fused_bn.cpp", "cpu_augment.cpp", "cpu_gemm.cpp",
-                      "cpu_conv_wgrad.cpp", "cpu_api.cpp"]
+                      "cpu_conv_wgrad.cpp", "cpu_conv_wgrad_pooled.cpp", "cpu_api.cpp"]
 CPU_SOURCES = [BINDINGS_SOURCE, *CPU_KERNEL_SOURCES]
 # What the AVX-512 copy is compiled for, and what bindings.cpp checks with
 # __builtin_cpu_supports before it calls that copy (the two lists must agree;

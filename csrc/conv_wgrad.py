@@ -62,20 +62,26 @@ def preferred(x: torch.Tensor, w: torch.Tensor) -> bool:
     return applies(x, w) and not onednn_has_amx()
 
 
+def _check(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> None:
+    """A ValueError naming what the kernels cannot take."""
+    if not applies(x, w) or g.dtype != x.dtype:
+        raise ValueError(f"conv3x3_wgrad takes bf16 CPU x, dY and w with output channels a "
+                         f"multiple of 16 on a CPU with AVX-512 BF16, not x {x.dtype} "
+                         f"{list(x.shape)}, dY {g.dtype}, w {w.dtype} {list(w.shape)}")
+    n, _, h, wd = x.shape
+    if tuple(g.shape) != (n, w.shape[0], h, wd):
+        raise ValueError(f"conv3x3_wgrad: dY {list(g.shape)} does not match x {list(x.shape)} "
+                         f"and w {list(w.shape)} (stride 1, padding 1)")
+
+
 @torch.library.custom_op("dawnbench::csrc_conv3x3_wgrad", mutates_args=())
 def conv3x3_wgrad(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """dW of y = conv2d(x, w, padding=1) given dY = g, in w's dtype and shape
     (summed in fp32, rounded once, as aten's bf16 weight gradient is). A custom
     op so that the profiler, and with it the roofline, sees it by name."""
-    if not applies(x, w) or g.dtype != x.dtype:
-        raise ValueError(f"conv3x3_wgrad takes bf16 CPU x, dY and w with output channels a "
-                         f"multiple of 16 on a CPU with AVX-512 BF16, not x {x.dtype} "
-                         f"{list(x.shape)}, dY {g.dtype}, w {w.dtype} {list(w.shape)}")
+    _check(x, g, w)
     n, cin, h, wd = x.shape
     cout = w.shape[0]
-    if tuple(g.shape) != (n, cout, h, wd):
-        raise ValueError(f"conv3x3_wgrad: dY {list(g.shape)} does not match x {list(x.shape)} "
-                         f"and w {list(w.shape)} (stride 1, padding 1)")
     x = x.contiguous(memory_format=torch.channels_last)
     g = g.contiguous(memory_format=torch.channels_last)
     pairs = (n + 1) // 2
@@ -95,5 +101,33 @@ def _(x, g, w):
     return torch.empty_like(w, memory_format=torch.contiguous_format)
 
 
+@torch.library.custom_op("dawnbench::csrc_conv3x3_wgrad_pooled", mutates_args=())
+def conv3x3_wgrad_pooled(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """conv3x3_wgrad for a conv whose output feeds a 2x2 / stride-2 max-pool:
+    dY then holds at most one nonzero per pool window and channel, and only
+    those are summed (fp32 FMAs over x in fp32, csrc/cpu_conv_wgrad_pooled.cpp;
+    about a quarter of the products). Where dY is not such a gradient the
+    kernel says so and the dense kernel runs instead, so the result is always
+    dW; the numerics differ from the dense kernel's by the summation order."""
+    _check(x, g, w)
+    n, cin, h, wd = x.shape
+    cout = w.shape[0]
+    x = x.contiguous(memory_format=torch.channels_last)
+    g = g.contiguous(memory_format=torch.channels_last)
+    dw = new_output((cout, 3, 3, cin), torch.float32, x.device)
+    rc = native.load().conv3x3_wgrad_pooled(x.data_ptr(), g.data_ptr(), dw.data_ptr(), n, h, wd,
+                                            cin, cout)
+    if rc == 2:  # not a max-pool's gradient
+        return conv3x3_wgrad(x, g, w)
+    if rc != 0:
+        raise RuntimeError("conv3x3_wgrad_pooled refused its arguments (see cpu_kernels.h)")
+    return dw.permute(0, 3, 1, 2).to(w.dtype, memory_format=torch.contiguous_format)
+
+
+@conv3x3_wgrad_pooled.register_fake
+def _(x, g, w):
+    return torch.empty_like(w, memory_format=torch.contiguous_format)
+
+
 register_flop_formulas(COSTS)
-conv_cpu.provide_wgrad("dpbf16", conv3x3_wgrad, applies, preferred)
+conv_cpu.provide_wgrad("dpbf16", conv3x3_wgrad, applies, preferred, before_pool=conv3x3_wgrad_pooled)

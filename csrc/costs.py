@@ -104,6 +104,16 @@ def conv3x3_wgrad_cost(shapes, dtypes, concrete=None):
     return flops, _nbytes(x, dtypes[0]) + _nbytes(g, dtypes[1]) + _nbytes(w, dtypes[2])
 
 
+def conv3x3_wgrad_pooled_cost(shapes, dtypes, concrete=None):
+    """The weight gradient before a 2x2 max-pool: the products it computes,
+    one per pool window (2 x N floor(H/2) floor(W/2) Cin Cout 9, border taps
+    included); reads x and dY, writes dW."""
+    x, g, w = shapes[0], shapes[1], shapes[2]
+    windows = g[0] * g[1] * (g[2] // 2) * (g[3] // 2) if len(g) == 4 else 0
+    flops = 2 * windows * (w[1] if len(w) > 1 else 0) * 9
+    return flops, _nbytes(x, dtypes[0]) + _nbytes(g, dtypes[1]) + _nbytes(w, dtypes[2])
+
+
 def gemm_mma_cost(shapes, dtypes, concrete=None):
     a, b = shapes[0], shapes[1]
     m, k = a
@@ -119,5 +129,6 @@ COSTS = {
     "dawnbench::csrc_augment": (augment_cost, False),
     "dawnbench::csrc_gemm_mma": (gemm_mma_cost, True),
     "dawnbench::csrc_conv3x3_wgrad": (conv3x3_wgrad_cost, True),
+    "dawnbench::csrc_conv3x3_wgrad_pooled": (conv3x3_wgrad_pooled_cost, True),
 }
 

@@ -16,7 +16,7 @@ extern "C" const dbf::CpuApi* DBF_CPU_API_GETTER(DBF_CPU_ISA)() {
       c::bn_act_nhwc,          c::nhwc_kernels_enabled,   c::set_nhwc_kernels_enabled,
       c::nhwc_kernels_vectorised, c::nhwc_last_pass_seconds, c::augment,
       c::gemm_mma_emulated,    c::float_to_16bit,         c::float_from_16bit,
-      c::conv3x3_wgrad_supported, c::conv3x3_wgrad_bf16,
+      c::conv3x3_wgrad_supported, c::conv3x3_wgrad_bf16, c::conv3x3_wgrad_pooled,
   };
   return &api;
 }

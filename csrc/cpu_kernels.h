@@ -70,6 +70,16 @@ bool conv3x3_wgrad_supported();
 int conv3x3_wgrad_bf16(const uint16_t* x, const uint16_t* dy, float* dw, uint32_t* xp,
                        uint32_t* dyp, int N, int H, int W, int I, int O);
 
+// The same weight gradient where the conv's output feeds a 2x2 / stride-2
+// max-pool, so dy holds at most one nonzero per pool window and channel
+// (cpu_conv_wgrad_pooled.cpp): only those are summed, in fp32. dw (O, 3, 3, I)
+// fp32. Returns 0; 1 where this copy has no AVX-512 or O is not a multiple of
+// 16 or the map is under 2x2; 2 where dy is not such a gradient (a window
+// with two nonzeros in a channel, or a nonzero outside every window): dw is
+// then undefined and the caller runs the dense kernel.
+int conv3x3_wgrad_pooled(const uint16_t* x, const uint16_t* dy, float* dw, int N, int H, int W,
+                         int I, int O);
+
 // fp32 <-> bf16/fp16 with the shared conversions of float16_bits.cuh (tests
 // compare them with torch's rounding).
 void float_to_16bit(int dtype, const float* src, unsigned short* dst, long long n);
@@ -114,6 +124,7 @@ struct CpuApi {
   decltype(&cpu::float_from_16bit) float_from_16bit;
   decltype(&cpu::conv3x3_wgrad_supported) conv3x3_wgrad_supported;
   decltype(&cpu::conv3x3_wgrad_bf16) conv3x3_wgrad_bf16;
+  decltype(&cpu::conv3x3_wgrad_pooled) conv3x3_wgrad_pooled;
 };
 
 }  // namespace dbf

@@ -98,16 +98,18 @@ CALLS = {
     "dawnbench::csrc_gemm_mma": lambda: D.csrc_gemm_mma(_r(16, 8, dtype=torch.half),
                                                         _r(8, 12, dtype=torch.half)),
     "dawnbench::csrc_conv3x3_wgrad": lambda: _wgrad_call(),
+    "dawnbench::csrc_conv3x3_wgrad_pooled": lambda: _wgrad_call(pooled=True),
 }
 
 
-def _wgrad_call():
+def _wgrad_call(pooled: bool = False):
     from dawnbench_fast.csrc import conv_wgrad
 
     if not conv_wgrad.supported():
         pytest.skip("the dpbf16 weight gradient needs AVX-512 BF16 and the C++ build")
-    return D.csrc_conv3x3_wgrad(_r(3, 5, 4, 6, dtype=torch.bfloat16), _r(3, 16, 4, 6, dtype=torch.bfloat16),
-                                _r(16, 5, 3, 3, dtype=torch.bfloat16))
+    op = D.csrc_conv3x3_wgrad_pooled if pooled else D.csrc_conv3x3_wgrad
+    return op(_r(3, 5, 4, 6, dtype=torch.bfloat16), _r(3, 16, 4, 6, dtype=torch.bfloat16),
+              _r(16, 5, 3, 3, dtype=torch.bfloat16))
 
 
 def _flop_counts(fn) -> dict[str, int]:

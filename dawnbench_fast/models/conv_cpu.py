@@ -11,6 +11,12 @@ Weight-gradient methods for dW (Cout x Cin*9):
 - ``fp32``: torch's convolution_backward on fp32 copies of x and dY;
 - ``im2col``: dY^T (Cout x BHW) @ im2col(x) (BHW x Cin*9), bf16 in, fp32 accumulate.
 
+A backend method may bring a variant for the conv whose output feeds a 2x2
+max-pool (each group's first conv): dY then has one nonzero per pool window
+and channel, and ``dpbf16``'s variant sums only those (csrc/conv_wgrad.py).
+The default policy runs it there; a forced method (``DAWNBENCH_WGRAD``,
+``FORCE``) runs as named, without it.
+
 The default, never timed: ``dpbf16`` wherever it applies (bf16, output
 channels a multiple of 16, a CPU with AVX-512 BF16) unless oneDNN has AMX
 tiles, else ``aten``. On AVX-512 BF16 alone (AMD Zen 5) the kernel measured
@@ -69,6 +75,9 @@ _POLICY: list[str] = []  # set_wgrad_policy's value; empty: DAWNBENCH_WGRAD or t
 # Backend kernels (name -> (fn(x, g, w), applies(x, w), preferred(x, w))), given by
 # provide_wgrad: applies = the kernel can run it; preferred = the default runs it.
 _NATIVE: dict[str, tuple[Callable, Callable, Callable]] = {}
+# name -> fn(x, g, w) for dY from a 2x2 max-pool (provide_wgrad's before_pool).
+_BEFORE_POOL: dict[str, Callable] = {}
+_BEFORE_POOL_RAN: set[tuple] = set()  # (x shape, w shape, dtype) where it ran: run.json
 # False: the unfused max-pool and bn_act (benchmarks compare the two).
 FUSED_POOL = True
 
@@ -104,13 +113,16 @@ _METHODS = {"aten": _wgrad_aten, "fp32": _wgrad_fp32, "im2col": _wgrad_im2col,
 
 
 def provide_wgrad(name: str, fn: Callable, applies: Callable,
-                  preferred: Callable | None = None) -> None:
+                  preferred: Callable | None = None, before_pool: Callable | None = None) -> None:
     """A backend hands over its kernel for method ``name``: fn(x, dY, w) -> dW,
     which can run where applies(x, w) holds and runs by default where
-    preferred(x, w) does (applies, when not given)."""
+    preferred(x, w) does (applies, when not given); before_pool(x, dY, w), when
+    given, runs instead where the conv's output feeds a 2x2 max-pool."""
     if name not in _METHODS:
         raise ValueError(f"unknown weight-gradient method {name!r}")
     _NATIVE[name] = (fn, applies, preferred or applies)
+    if before_pool is not None:
+        _BEFORE_POOL[name] = before_pool
 
 
 def default_method(x: torch.Tensor, w: torch.Tensor) -> str:
@@ -238,8 +250,11 @@ def _shape_name(k: tuple) -> str:
 
 
 def chosen_methods() -> dict[str, str]:
-    """Shape -> method chosen in this process, for run.json."""
-    return {_shape_name(k): v["method"] for k, v in _CHOICE.items()}
+    """Shape -> method chosen in this process, for run.json; a conv before a
+    2x2 max-pool that ran the method's variant is listed apart."""
+    chosen = {_shape_name(k): v["method"] for k, v in _CHOICE.items()}
+    return chosen | {f"{_shape_name(k)} before 2x2 max-pool": f"{_CHOICE[k]['method']}_pooled"
+                     for k in _BEFORE_POOL_RAN if k in _CHOICE}
 
 
 def wgrad_decisions() -> dict[str, dict]:
@@ -249,11 +264,13 @@ def wgrad_decisions() -> dict[str, dict]:
 
 # ----------------------------------------------------------------------------- the ops
 class Conv3x3(torch.autograd.Function):
-    """Stride-1, padding-1 conv without bias."""
+    """Stride-1, padding-1 conv without bias; ``before_pool``: its output
+    feeds a 2x2 max-pool (the weight gradient may use its sparse dY)."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    def forward(ctx, x: torch.Tensor, w: torch.Tensor, before_pool: bool = False) -> torch.Tensor:
         ctx.save_for_backward(x, w)
+        ctx.before_pool = before_pool
         return F.conv2d(x, w, padding=1)
 
     @staticmethod
@@ -266,18 +283,27 @@ class Conv3x3(torch.autograd.Function):
                 g, x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [True, False, False]
             )[0]
         if ctx.needs_input_grad[1]:
-            gw = _METHODS[choose_wgrad(x, g, w)](x, g, w)
-        return gx, gw
+            gw = _wgrad_fn(x, g, w, ctx.before_pool)(x, g, w)
+        return gx, gw, None
 
 
-def conv3x3(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+def _wgrad_fn(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor, before_pool: bool) -> Callable:
+    """The chosen method, or its before-pool variant where the default policy runs it."""
+    method = choose_wgrad(x, g, w)
+    if before_pool and method in _BEFORE_POOL and FORCE is None and wgrad_policy() == "default":
+        _BEFORE_POOL_RAN.add((tuple(x.shape), tuple(w.shape), x.dtype))
+        return _BEFORE_POOL[method]
+    return _METHODS[method]
+
+
+def conv3x3(x: torch.Tensor, weight: torch.Tensor, before_pool: bool = False) -> torch.Tensor:
     """Autocast-aware entry: the weight is cast to the activation dtype the way
     autocast would, and the cast stays differentiable."""
     if torch.is_autocast_enabled("cpu"):
         x = x.to(torch.get_autocast_dtype("cpu"))
     w = weight.to(x.dtype)
     with torch.autocast("cpu", enabled=False):
-        return Conv3x3.apply(x, w)
+        return Conv3x3.apply(x, w, before_pool)
 
 
 @register("conv_group", "cpu")
@@ -286,8 +312,9 @@ def conv_group_cpu(group: ConvGroup, x: torch.Tensor) -> torch.Tensor:
     backend's bn_act has one, the fused max-pool + BN + act after conv1."""
     act = getattr(group, "bn_act", bn_act)
     pooled = getattr(act, "pooled", None) if FUSED_POOL else None
-    y = conv3x3(x, group.conv1.weight)
-    if pooled is not None and isinstance(group.pool, torch.nn.MaxPool2d) and _is_2x2(group.pool):
+    pool_2x2 = isinstance(group.pool, torch.nn.MaxPool2d) and _is_2x2(group.pool)
+    y = conv3x3(x, group.conv1.weight, before_pool=pool_2x2)
+    if pooled is not None and pool_2x2:
         x = pooled(y, group.norm1, group.act)
     else:
         x = act(group.pool(y), group.norm1, group.act)
