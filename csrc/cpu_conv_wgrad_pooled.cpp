@@ -147,29 +147,52 @@ bool compact(const uint16_t* dy, float* v, int32_t* off, int n0, int nc, int H, 
   return bad == 0;
 }
 
-// dw[o, tap, i0 : i0 + 16] (masked past I) for the kOT outputs from o0 +=
+// 16 (zmm) or 8 (ymm) fp32 lanes: a plane's last block of 8 channels or
+// fewer (the net's 24 input channels: 16 + 8) takes half-width FMAs, the same
+// sums in the same order at half the cost.
+template <int LANES> struct Lanes;
+template <> struct Lanes<16> {
+  using V = __m512;
+  using M = __mmask16;
+  static V load(const float* p) { return _mm512_load_ps(p); }
+  static V load(M m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
+  static void store(float* p, M m, V v) { _mm512_mask_storeu_ps(p, m, v); }
+  static V splat(float f) { return _mm512_set1_ps(f); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+};
+template <> struct Lanes<8> {
+  using V = __m256;
+  using M = __mmask8;
+  static V load(const float* p) { return _mm256_load_ps(p); }
+  static V load(M m, const float* p) { return _mm256_maskz_loadu_ps(m, p); }
+  static void store(float* p, M m, V v) { _mm256_mask_storeu_ps(p, m, v); }
+  static V splat(float f) { return _mm256_set1_ps(f); }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+};
+
+// dw[o, tap, i0 : i0 + LANES] (masked past I) for the kOT outputs from o0 +=
 // the sum over items [0, items) of v * xf[off + tap] (v, off: this tile's
 // (item, kOT) block; xf: the plane of channels i0 .. i0 + 15).
+template <int LANES>
 void tile(const float* xf, const float* v, const int32_t* off, float* dw, int items, int o0, int i0,
-          int W, int I, __mmask16 mask) {
-  __m512 acc[kOT][9];
+          int W, int I, typename Lanes<LANES>::M mask) {
+  using L = Lanes<LANES>;
+  typename L::V acc[kOT][9];
   for (int t = 0; t < kOT; t++)
     for (int tap = 0; tap < 9; tap++)
-      acc[t][tap] = _mm512_maskz_loadu_ps(mask, dw + ((long long)(o0 + t) * 9 + tap) * I + i0);
+      acc[t][tap] = L::load(mask, dw + ((long long)(o0 + t) * 9 + tap) * I + i0);
   const long long row = (long long)(W + 2) * 16;
   for (int q = 0; q < items; q++)
     for (int t = 0; t < kOT; t++) {
-      const __m512 s = _mm512_set1_ps(v[q * kOT + t]);
+      const typename L::V s = L::splat(v[q * kOT + t]);
       const float* b = xf + off[q * kOT + t];
       for (int kh = 0; kh < 3; kh++)
-        for (int kw = 0; kw < 3; kw++) {
-          const __m512 xv = _mm512_load_ps(b + kh * row + kw * 16);
-          acc[t][kh * 3 + kw] = _mm512_fmadd_ps(s, xv, acc[t][kh * 3 + kw]);
-        }
+        for (int kw = 0; kw < 3; kw++)
+          acc[t][kh * 3 + kw] = L::fma(s, L::load(b + kh * row + kw * 16), acc[t][kh * 3 + kw]);
     }
   for (int t = 0; t < kOT; t++)
     for (int tap = 0; tap < 9; tap++)
-      _mm512_mask_storeu_ps(dw + ((long long)(o0 + t) * 9 + tap) * I + i0, mask, acc[t][tap]);
+      L::store(dw + ((long long)(o0 + t) * 9 + tap) * I + i0, mask, acc[t][tap]);
 }
 
 }  // namespace
@@ -200,10 +223,14 @@ int conv3x3_wgrad_pooled(const uint16_t* x, const uint16_t* dy, float* dw, int N
       for (int tl = a; tl < b; tl++)
         for (int i0 = 0; i0 < I; i0 += 16) {
           const int k = std::min(16, I - i0);
-          const __mmask16 m = k == 16 ? 0xffff : (__mmask16)((1u << k) - 1);
+          const unsigned m = (1u << k) - 1;
           const long long at = (long long)(tl - a) * items * kOT;
-          tile(xf.p + i0 / 16 * plane, v.data() + at, off.data() + at, dw, items, tl * kOT, i0, W, I,
-               m);
+          if (k > 8)
+            tile<16>(xf.p + i0 / 16 * plane, v.data() + at, off.data() + at, dw, items, tl * kOT,
+                     i0, W, I, (__mmask16)m);
+          else
+            tile<8>(xf.p + i0 / 16 * plane, v.data() + at, off.data() + at, dw, items, tl * kOT, i0,
+                    W, I, (__mmask8)m);
         }
     }
   }

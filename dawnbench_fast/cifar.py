@@ -326,7 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli.add_training_args(p, d)
     p.add_argument("--recipe", choices=sorted(RECIPES), default="dawnbench_fast",
                    help="named recipe: dawnbench_fast (ours: the 2025 hiverge record's values "
-                   "at batch 1536, SiLU, jitter, but 9 epochs, with selective TTA), hiverge "
+                   "at batch 1536, SiLU, jitter, but 8.5 epochs, with selective TTA), hiverge "
                    "(the record's 7.63 epochs), airbench94_muon (the published recipe: 6-view "
                    "TTA on every image), airbench94_tta (it with selective TTA), progressive24 "
                    "(10 epochs, the first 6 on 24-px crops); --epochs and --set apply on top")
