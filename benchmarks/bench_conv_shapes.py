@@ -9,9 +9,14 @@ recipe's batch ``BENCH_BATCH``, default 1536 as in ``--recipe hiverge``):
 the forward, the weight gradient and the input gradient, each as one ATen
 call, and ``wgrad_dpbf16``: the ``cpu`` backend's own weight gradient
 (csrc/cpu_conv_wgrad.cpp, its default where it applies; skipped without the
-C++ build or AVX-512 BF16). ``extra_info``: GFLOP (2 x multiply-accumulates
-of the direct form, padding taps included, the same count for both weight
-gradients) and GFLOP/s.
+C++ build or AVX-512 BF16), and for the three convs whose output feeds a 2x2
+max-pool (24->64 @31, 64->256 @15, 256->256 @7), ``wgrad_pooled_dpbf16`` and
+``wgrad_pooled_sparse``: the dense kernel and the backend's before-pool
+variant (csrc/cpu_conv_wgrad_pooled.cpp, the default there) on a real
+max-pool gradient (one nonzero per window and channel). ``extra_info``: GFLOP
+(2 x multiply-accumulates of the direct form, padding taps included, the same
+count for every weight gradient, so the GFLOP/s of the sparse variant is the
+dense-equivalent rate) and GFLOP/s.
 
 Winograd F(2x2, 3x3) for 256 -> 256 channels at 7 x 7: each image becomes
 4 x 4 tiles of 4 x 4 transformed pixels (16 tile positions x 16 tiles), so
@@ -67,6 +72,26 @@ def test_conv3x3(benchmark, cin, cout, side, pass_):
     mask = [pass_ == "dgrad", pass_ == "wgrad", False]
     _record(benchmark, gflop, lambda: torch.ops.aten.convolution_backward(
         dy, x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, mask))
+
+
+@pytest.mark.parametrize("kernel", ["dpbf16", "sparse"])
+@pytest.mark.parametrize("cin, cout, side", [(24, 64, 31), (64, 256, 15), (256, 256, 7)],
+                         ids=["24to64@31", "64to256@15", "256to256@7"])
+def test_conv3x3_wgrad_pooled(benchmark, cin, cout, side, kernel):
+    """The weight gradient of a conv whose output feeds a 2x2 max-pool."""
+    from dawnbench_fast.csrc import conv_wgrad
+
+    if not conv_wgrad.supported():
+        pytest.skip("needs the C++ build and a CPU with AVX-512 BF16")
+    benchmark.group = f"conv3x3 {cin}->{cout} @{side}, batch {BATCH}, bf16"
+    x, w = _bf16_cl(BATCH, cin, side, side), _bf16_cl(cout, cin, 3, 3)
+    y = torch.randn(BATCH, cout, side, side, dtype=torch.bfloat16)
+    pooled, where = F.max_pool2d(y, 2, return_indices=True)
+    dy = F.max_unpool2d(torch.randn_like(pooled), where, 2, output_size=(side, side))
+    dy = dy.contiguous(memory_format=torch.channels_last)
+    fn = conv_wgrad.conv3x3_wgrad_pooled if kernel == "sparse" else conv_wgrad.conv3x3_wgrad
+    gflop = 2 * BATCH * side * side * cin * cout * 9 / 1e9
+    _record(benchmark, gflop, lambda: fn(x, dy, w))
 
 
 @pytest.mark.parametrize("product", ["fwd", "dgrad", "wgrad"])

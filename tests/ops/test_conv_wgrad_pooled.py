@@ -26,6 +26,7 @@ import torch.nn.functional as F
 
 from dawnbench_fast.csrc import conv_wgrad
 from dawnbench_fast.models import conv_cpu
+from tests.ops.test_conv_wgrad import reference
 
 pytestmark = pytest.mark.skipif(not conv_wgrad.supported(),
                                 reason="needs the C++ build and a CPU with AVX-512 BF16")
@@ -49,14 +50,6 @@ def pooled_inputs(n, cin, cout, h, w, seed):
     g = channels_last(F.max_unpool2d(upstream, where, 2, output_size=(h, w)).bfloat16())
     wt = (torch.randn(cout, cin, 3, 3, generator=gen) / (3 * cin**0.5)).bfloat16()
     return x, g, wt
-
-
-def reference(x, g, w):
-    """(dW, sum of |products|) in float64."""
-    def wgrad(a, b):
-        return torch.ops.aten.convolution_backward(
-            b, a, w.double(), None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [False, True, False])[1]
-    return wgrad(x.double(), g.double()), wgrad(x.double().abs(), g.double().abs())
 
 
 def assert_within_bound(got, x, g, w):
