@@ -253,8 +253,8 @@ def chosen_methods() -> dict[str, str]:
     """Shape -> method chosen in this process, for run.json; a conv before a
     2x2 max-pool that ran the method's variant is listed apart."""
     chosen = {_shape_name(k): v["method"] for k, v in _CHOICE.items()}
-    return chosen | {f"{_shape_name(k)} before 2x2 max-pool": f"{_CHOICE[k]['method']}_pooled"
-                     for k in _BEFORE_POOL_RAN if k in _CHOICE}
+    pooled = sorted(_shape_name(k) for k in _BEFORE_POOL_RAN if k in _CHOICE)  # a set: fixed order
+    return chosen | {f"{name} before 2x2 max-pool": f"{chosen[name]}_pooled" for name in pooled}
 
 
 def wgrad_decisions() -> dict[str, dict]:
