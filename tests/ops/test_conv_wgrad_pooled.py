@@ -9,7 +9,8 @@ row and column at zero, as in the net's 31x31 and 7x7 maps.
 
 Shapes: odd batches and maps, 2x2 and 3x2 maps (one window), input channels
 off the 16-channel planes (5, 13, 24), output channels multiples of 16 but
-not of 32 (48, 80), and a batch large enough for several chunks.
+not of 32 (48, 80), and batches of several chunks with a shorter last one
+(whose fp32 planes are laid out anew in the same scratch).
 
 Tolerance, per element: fp32 sums of exact bf16 x bf16 products, rounded to
 bf16 once: |got - ref| <= 2^-8 |ref| + 2^-16 sum|products|, as for the dense
@@ -33,7 +34,7 @@ pytestmark = pytest.mark.skipif(not conv_wgrad.supported(),
 
 # (N, Cin, Cout, H, W)
 SHAPES = [(3, 5, 16, 7, 9), (2, 24, 48, 31, 31), (1, 3, 16, 2, 2), (2, 7, 16, 3, 2),
-          (4, 256, 32, 7, 7), (40, 64, 32, 15, 15), (5, 13, 80, 6, 5)]
+          (4, 256, 32, 7, 7), (40, 64, 32, 15, 15), (9, 24, 32, 31, 31), (5, 13, 80, 6, 5)]
 
 
 def channels_last(t: torch.Tensor) -> torch.Tensor:
