@@ -62,8 +62,8 @@ def preferred(x: torch.Tensor, w: torch.Tensor) -> bool:
     return applies(x, w) and not onednn_has_amx()
 
 
-def _check(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> None:
-    """A ValueError naming what the kernels cannot take."""
+def _checked(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """x and g in channels_last, or a ValueError naming what the kernels cannot take."""
     if not applies(x, w) or g.dtype != x.dtype:
         raise ValueError(f"conv3x3_wgrad takes bf16 CPU x, dY and w with output channels a "
                          f"multiple of 16 on a CPU with AVX-512 BF16, not x {x.dtype} "
@@ -72,6 +72,7 @@ def _check(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> None:
     if tuple(g.shape) != (n, w.shape[0], h, wd):
         raise ValueError(f"conv3x3_wgrad: dY {list(g.shape)} does not match x {list(x.shape)} "
                          f"and w {list(w.shape)} (stride 1, padding 1)")
+    return x.contiguous(memory_format=torch.channels_last), g.contiguous(memory_format=torch.channels_last)
 
 
 @torch.library.custom_op("dawnbench::csrc_conv3x3_wgrad", mutates_args=())
@@ -79,11 +80,9 @@ def conv3x3_wgrad(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> torch.Te
     """dW of y = conv2d(x, w, padding=1) given dY = g, in w's dtype and shape
     (summed in fp32, rounded once, as aten's bf16 weight gradient is). A custom
     op so that the profiler, and with it the roofline, sees it by name."""
-    _check(x, g, w)
+    x, g = _checked(x, g, w)
     n, cin, h, wd = x.shape
     cout = w.shape[0]
-    x = x.contiguous(memory_format=torch.channels_last)
-    g = g.contiguous(memory_format=torch.channels_last)
     pairs = (n + 1) // 2
     # The images interleaved in pairs (uint32 each), 4-byte words allocated as fp32.
     xp = new_output((pairs * h * wd * cin,), torch.float32, x.device)
@@ -109,11 +108,9 @@ def conv3x3_wgrad_pooled(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> t
     about a quarter of the products). Where dY is not such a gradient the
     kernel says so and the dense kernel runs instead, so the result is always
     dW; the numerics differ from the dense kernel's by the summation order."""
-    _check(x, g, w)
+    x, g = _checked(x, g, w)
     n, cin, h, wd = x.shape
     cout = w.shape[0]
-    x = x.contiguous(memory_format=torch.channels_last)
-    g = g.contiguous(memory_format=torch.channels_last)
     dw = new_output((cout, 3, 3, cin), torch.float32, x.device)
     rc = native.load().conv3x3_wgrad_pooled(x.data_ptr(), g.data_ptr(), dw.data_ptr(), n, h, wd,
                                             cin, cout)
