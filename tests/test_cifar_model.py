@@ -260,3 +260,31 @@ def test_recipe_fields_reach_the_net_and_the_hiverge_recipe_trains():
     losses = loss_trajectory(small, 5)
     assert len(losses) == 5 and all(0 < v < 5 for v in losses)
     assert loss_trajectory(small, 2) == losses[:2]  # deterministic for a seed, jitter included
+
+
+def test_an_evaluation_between_steps_leaves_the_training_unchanged():
+    """--eval-every evaluates mid-training: the folded inference net shares the
+    whitening conv and the head with the training net, and must not freeze
+    them (it once froze the head, so every run evaluated each epoch trained a
+    different model from epoch 2 on)."""
+    from tests.cifar_data import cifar_dir
+
+    cfg = Config(subset=300, eval_subset=100, batch_size=150, epochs=2, whiten_images=100, progressive=(),
+                 widths=(16, 32, 32), kernels="torch", precision="fp32", data_dir=str(cifar_dir()),
+                 download=False)
+    def train(evaluate: bool):
+        task = cfg.build_task(torch.device("cpu"))
+        task.init_model()
+        flags = [p.requires_grad for p in task.model.parameters()]
+        losses = []
+        for epoch in range(2):
+            losses += [task.train_step(*b).total.item() for b in task.epoch_batches(epoch)]
+            if evaluate:
+                assert 0.0 <= task.evaluate(tta=True).top1 <= 1.0
+                assert [p.requires_grad for p in task.model.parameters()] == flags
+        return losses, list(task.model.parameters())
+
+    (plain, plain_params), (evaluated, evaluated_params) = train(False), train(True)
+    assert len(plain) == 4 and plain == evaluated
+    for p, q in zip(plain_params, evaluated_params, strict=True):
+        assert torch.equal(p, q)

@@ -142,7 +142,11 @@ class FoldedCifarNet(nn.Module):
                 self.convs.append(_fold(g.conv2, g.norm2))
         self.head = model.head
         self.logit_scale = model.logit_scale
-        self.eval().requires_grad_(False)
+        # Frozen: only the folded convs, which are this net's own. The whitening
+        # conv and the head are the training net's modules, shared: freezing
+        # them here froze the head of a run evaluated mid-training.
+        self.eval()
+        self.convs.requires_grad_(False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         act = activation(self.act).fn
