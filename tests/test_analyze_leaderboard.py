@@ -65,8 +65,11 @@ def test_a_run_below_94_is_not_placed(tmp_path, capsys):
 def test_seeds_are_placed_by_their_mean(tmp_path):
     for seed, t in ((0, 800.0), (1, 820.0)):
         write_run(tmp_path / "runs" / f"seed{seed}", seed, [(8, t, 0.941)])
-    write_run(tmp_path / "runs" / "seed2", 2, [(8, 700.0, 0.935)])
-    assert main(["leaderboard", str(tmp_path / "runs"), "--out", str(tmp_path / "o")]) == 0
+    write_run(tmp_path / "more" / "seed2", 2, [(8, 700.0, 0.935)])
+    # several RESULTs are read together: seeds kept in two places
+    assert main(["leaderboard", str(tmp_path / "runs"), str(tmp_path / "more"), "--out",
+                 str(tmp_path / "o")]) == 0
     data = json.loads((tmp_path / "o" / "leaderboard.json").read_text())
     assert data["run"]["time_seconds"] == 810.0 and data["run"]["reached"]["reached"] == 2
+    assert data["run"]["runs"] == 3
     assert data["rank"] == 8  # between 26 s and 815 s

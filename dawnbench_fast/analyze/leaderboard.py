@@ -1,5 +1,6 @@
-"""``leaderboard RESULT``: a run (a run folder, its run.json, or a ``--runs N``
-folder) placed among DAWNBench's final CIFAR-10 winner and the later records,
+"""``leaderboard RESULT [RESULT ...]``: a run (a run folder, its run.json, or
+a ``--runs N`` folder), or several read together as the seeds of one recipe,
+placed among DAWNBench's final CIFAR-10 winner and the later records,
 by time to 94%. The records ship with the package (``cifar10_records.json``
 beside this module), each with its hardware, cost and sources, exactly as
 docs/FACTS.md states them; null where it gives no figure.
@@ -32,7 +33,9 @@ THIS_RUN = "this run"
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(COMMAND, help="place a run among the DAWNBench CIFAR-10 entries and later records",
                        description=__doc__)
-    p.add_argument("result", metavar="RESULT", help="a run folder, its run.json, or a --runs N folder")
+    p.add_argument("results", nargs="+", metavar="RESULT",
+                   help="a run folder, its run.json, or a folder above runs (a --runs N folder); several "
+                   "are read together as the seeds of one recipe")
     study_cli.add_common_args(p)  # --quick is accepted and changes nothing: nothing here trains
     p.set_defaults(command_fn=run)
 
@@ -78,7 +81,7 @@ def place(mine: dict, records: dict) -> dict:
 
 
 def run(a: argparse.Namespace) -> int:
-    records = read_runs([a.result], COMMAND)
+    records = read_runs(a.results, COMMAND)
     out = study_cli.resolve_out(a, COMMAND)
     shipped = load_records()
     data = place(run_entry(records, shipped["target"]), shipped)
