@@ -386,6 +386,8 @@ def run_cli(a: argparse.Namespace) -> int:
         return 0
     cfg, device, w = cli.start_run(cfg)  # under torchrun: this rank's device, the group joined
     cli.check_single_process(a, w)
+    if cfg.conv_wgrad != "env":
+        conv_cpu.set_wgrad_policy(cfg.conv_wgrad)
     if cfg.deterministic and conv_cpu.wgrad_policy() == "auto":
         conv_cpu.set_wgrad_policy("frozen")  # the cached choice, else aten: never timed afresh
     backend = dispatch.resolve_backend(cfg.kernels, device)

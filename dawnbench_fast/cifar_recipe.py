@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from dawnbench_fast.gpu_defaults import COMPILE_CHOICES, COMPILE_RULE
 from dawnbench_fast.overrides import apply_overrides as _apply_overrides
 from dawnbench_fast.overrides import check, common_checks
-from dawnbench_fast.vocabulary import MODEL_ACTIVATIONS
+from dawnbench_fast.vocabulary import MODEL_ACTIVATIONS, WGRAD_POLICIES
 
 
 @dataclass
@@ -85,6 +85,10 @@ class CifarRecipe:
     channels_last: bool = True
     threads: int = 0  # CPU threads (0 = PyTorch's default)
     deterministic: bool = False  # deterministic algorithms only, kernel choices frozen
+    # The CPU conv weight-gradient policy (models/conv_cpu.py): env = DAWNBENCH_WGRAD,
+    # else the fixed default (ours, with its before-pool variant, where it applies);
+    # a method name forces it everywhere (e.g. aten: oneDNN's, for a lesion arm).
+    conv_wgrad: str = "env"
     # torch.compile of the step's forward and loss (--compile / --no-compile): auto = on
     # CUDA only, as the published GPU records do (dawnbench_fast/gpu_defaults.py), on, off
     compile: str = "auto"
@@ -116,6 +120,8 @@ def validate(cfg: CifarRecipe) -> CifarRecipe:
         (0.0 <= cfg.prune < 1.0, "prune", "must be in [0, 1)"),
         (0.0 < cfg.prune_until <= 1.0, "prune_until", "must be in (0, 1]"),
         (cfg.compile in COMPILE_CHOICES, "compile", COMPILE_RULE),
+        (cfg.conv_wgrad in ("env", *WGRAD_POLICIES), "conv_wgrad",
+         f"must be env or one of {', '.join(WGRAD_POLICIES)}"),
     ])
     return cfg
 

@@ -1,5 +1,5 @@
-"""The words every floor of the house shares, defined once: activations and
-dtype sizes.
+"""The words every floor of the house shares, defined once: activations,
+the conv weight-gradient methods and dtype sizes.
 
 This module is the lowest floor: it imports only torch, so the models, the
 Triton and CUDA C++ kernels, the CPU kernels and the roofline's cost formulas
@@ -43,6 +43,13 @@ ACTIVATIONS: dict[str, Activation] = {
 }
 # The activations a model may choose (identity is only a kernel's no-op epilogue).
 MODEL_ACTIVATIONS: tuple[str, ...] = ("gelu", "relu", "silu")
+
+
+# The CPU conv weight-gradient methods (models/conv_cpu.py says what each is)
+# and the policies that choose among them: the recipe's ``conv_wgrad`` field
+# and DAWNBENCH_WGRAD name them.
+WGRAD_METHODS: tuple[str, ...] = ("aten", "fp32", "im2col", "dpbf16")
+WGRAD_POLICIES: tuple[str, ...] = ("auto", "frozen", *WGRAD_METHODS)
 
 
 def activation(name: str) -> Activation:

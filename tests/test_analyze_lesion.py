@@ -34,7 +34,8 @@ def test_each_arm_switches_its_lever_and_nothing_else():
     expected = {"kernels_torch": {"kernels": "torch"}, "fp32": {"precision": "fp32"},
                 "no_channels_last": {"channels_last": False}, "no_tta": {"tta_level": 0},
                 "no_label_smoothing": {"label_smoothing": 0.0}, "muon_no_orthogonalisation": {"ns_steps": 0},
-                "no_flip": {"flip": False}}
+                "no_flip": {"flip": False}, "wgrad_onednn": {"conv_wgrad": "aten"},
+                "wgrad_no_pooled": {"conv_wgrad": "dpbf16"}}
     default = CifarRecipe()
     expected |= {f"recipe_{k}": {k: v} for k, v in RECIPES["airbench94_muon"].items()
                  if getattr(default, k) != v}

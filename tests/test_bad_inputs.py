@@ -216,6 +216,8 @@ CASES = {
     "set-bad-bool": Case(["--set", "flip=maybe"], ("--set flip=maybe", "expected true or false")),
     "set-out-of-range": Case(["--set", "tta_level=7"], ("--set tta_level=7", "must be 0, 1 or 2")),
     "set-no-equals": Case(["--set", "epochs"], ("--set epochs", "expected name=value")),
+    "set-bad-conv-wgrad": Case(["--set", "conv_wgrad=fast"],
+                               ("conv_wgrad", "must be env or one of", "dpbf16")),
     "out-is-a-file": Case([], ("--out", "is a file", "folder path"), out=out_file),
     "out-under-a-file": Case([], ("--out", "file", "is a file"), out=out_under_file),
     "out-not-empty": Case([], ("--out", "not empty", "new --out folder", "--overwrite"), out=out_nonempty),

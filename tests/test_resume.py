@@ -110,3 +110,17 @@ def test_same_seed_same_weights_and_kernels_other_seed_other_weights(tmp_path):
     assert r1["ops"] == r2["ops"] and r1["kernels_backend"] == r2["kernels_backend"]
     assert r1["result"]["conv_wgrad_methods"] == r2["result"]["conv_wgrad_methods"]
     assert not _same(w1, w3)
+
+
+def test_conv_wgrad_field_forces_the_weight_gradient_method(tmp_path):
+    # the lesion study's kernel arms: oneDNN's weight gradient for every conv, no before-pool variant
+    out = tmp_path / "forced"
+    _run("--seed", "0", "--out", str(out), "--epochs", "1", "--set", "conv_wgrad=aten",
+         args=DEFAULT_PRECISION)
+    run = json.loads((out / "run.json").read_text())
+    assert run["config"]["conv_wgrad"] == "aten"
+    methods = run["result"]["conv_wgrad_methods"]
+    if run["kernels_backend"] == "cpu":
+        assert methods and set(methods.values()) == {"aten"}  # before-pool entries would say *_pooled
+    else:
+        assert methods == {}

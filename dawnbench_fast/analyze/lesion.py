@@ -41,6 +41,11 @@ LEVERS: tuple[tuple[str, str, list[str]], ...] = (
     ("muon_no_orthogonalisation", "Muon's Newton-Schulz orthogonalisation off (ns_steps=0): the "
      "momentum is only scaled to unit norm, a normalised SGD, not plain SGD", ["--set", "ns_steps=0"]),
     ("no_flip", "the alternating flip off, and with it every flip (flip=false)", ["--set", "flip=false"]),
+    # the speed issue's kernel levers, one at a time (kernels_torch takes them all off)
+    ("wgrad_onednn", "our conv weight-gradient kernels off: oneDNN's (aten) for every conv",
+     ["--set", "conv_wgrad=aten"]),
+    ("wgrad_no_pooled", "the weight gradient before a max-pool off: our dense kernel for every conv",
+     ["--set", "conv_wgrad=dpbf16"]),
 )
 NO_SWITCH: tuple[tuple[str, str], ...] = (
     ("Muon -> plain SGD on the conv filters",

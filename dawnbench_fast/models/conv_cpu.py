@@ -59,11 +59,10 @@ import torch.nn.functional as F
 from dawnbench_fast.dispatch import register
 from dawnbench_fast.machine import cpu_model, user_cache_dir
 from dawnbench_fast.models.layers import ConvGroup, bn_act
+from dawnbench_fast.vocabulary import WGRAD_METHODS, WGRAD_POLICIES
 
-WGRAD_METHODS = ("aten", "fp32", "im2col", "dpbf16")
 DEFAULT_METHOD = "aten"  # where no backend kernel applies (default_method)
 BACKEND_METHODS = ("dpbf16",)  # given by a backend (provide_wgrad), not by torch
-POLICIES = ("auto", "frozen", *WGRAD_METHODS)
 REPS = 5  # timed calls per method (medians); methods 1.5x slower than the best stop after one
 MARGIN = 0.10  # another method must beat the default's median by this fraction
 CACHE_VERSION = 1
@@ -104,7 +103,8 @@ def _wgrad_im2col(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> torch.Te
 def _wgrad_dpbf16(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     if "dpbf16" not in _NATIVE:
         raise ValueError("weight-gradient method dpbf16 needs the cpu backend's C++ build "
-                         "(dawnbench_fast.csrc.conv_wgrad); unset DAWNBENCH_WGRAD to use aten")
+                         "(dawnbench_fast.csrc.conv_wgrad); unset DAWNBENCH_WGRAD or set conv_wgrad=env "
+                         "to use the default")
     return _NATIVE["dpbf16"][0](x, g, w)
 
 
@@ -142,16 +142,16 @@ def _applicable(x: torch.Tensor, w: torch.Tensor) -> list[str]:
 def set_wgrad_policy(policy: str | None) -> None:
     """``auto``, ``frozen`` or a method name for the rest of this process
     (None: back to ``DAWNBENCH_WGRAD``, unset: the default)."""
-    if policy is not None and policy not in POLICIES:
-        raise ValueError(f"wgrad policy must be one of {', '.join(POLICIES)}, not {policy!r}")
+    if policy is not None and policy not in WGRAD_POLICIES:
+        raise ValueError(f"wgrad policy must be one of {', '.join(WGRAD_POLICIES)}, not {policy!r}")
     _POLICY[:] = [] if policy is None else [policy]
 
 
 def wgrad_policy() -> str:
     """``default`` (nothing asked), or what set_wgrad_policy or DAWNBENCH_WGRAD asked for."""
     policy = (_POLICY[0] if _POLICY else os.environ.get("DAWNBENCH_WGRAD", "")) or "default"
-    if policy != "default" and policy not in POLICIES:
-        raise ValueError(f"DAWNBENCH_WGRAD must be one of {', '.join(POLICIES)}, not {policy!r}")
+    if policy != "default" and policy not in WGRAD_POLICIES:
+        raise ValueError(f"DAWNBENCH_WGRAD must be one of {', '.join(WGRAD_POLICIES)}, not {policy!r}")
     return policy
 
 
