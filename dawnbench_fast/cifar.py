@@ -90,7 +90,9 @@ def build_model(cfg: Config, device: torch.device, backend: str) -> CifarNet:
 
 def build_optimizers(model: CifarNet, cfg: Config, whiten_bias_steps: int = 0,
                      backend: str = "torch") -> list[torch.optim.Optimizer]:
-    """Muon on the conv filters; Nesterov SGD on biases and head. The whitening
+    """[Nesterov SGD on biases and head, the filters' optimiser]: Muon on the
+    conv filters (a learned first conv's too), or with ``filter_optimizer``
+    "sgd" a Nesterov SGD like the other (the lesion of Muon). The whitening
     bias's lr reaches 0 when it freezes (after ``whiten_bias_steps``)."""
     filters = [p for p in model.parameters() if p.ndim == 4 and p.requires_grad]
     norm_biases = [
@@ -104,6 +106,10 @@ def build_optimizers(model: CifarNet, cfg: Config, whiten_bias_steps: int = 0,
         dict(params=[model.head.weight], lr=cfg.lr_head, weight_decay=wd / cfg.lr_head),
     ]
     sgd = torch.optim.SGD(groups, momentum=cfg.sgd_momentum, nesterov=True)
+    if cfg.filter_optimizer == "sgd":
+        lr = cfg.lr_filters_sgd
+        return [sgd, torch.optim.SGD(filters, lr=lr, momentum=cfg.sgd_momentum, nesterov=True,
+                                     weight_decay=wd / lr)]
     muon = Muon(filters, lr=cfg.lr_filters, momentum=cfg.muon_momentum, ns_steps=cfg.ns_steps,
                 orthogonalize=dispatch.get_op("newton_schulz", backend),
                 weight_decay=cfg.muon_weight_decay * cfg.batch_size, norm_every=cfg.filter_norm_every)
@@ -171,10 +177,10 @@ class Trainer:
         return self.step < self.whiten_bias_steps
 
     def init_model(self) -> None:
-        """Build the net from the seed and set its whitening filters."""
+        """Build the net from the seed and set its first conv (``cfg.first_conv``)."""
         torch.manual_seed(self.cfg.seed)
         self.model = build_model(self.cfg, self.device, self.backend)
-        self.model.init_whitening(self.data.whiten_x, eps=self.cfg.whiten_eps)
+        self.model.init_first_conv(self.cfg.first_conv, self.data.whiten_x, eps=self.cfg.whiten_eps)
         self.optimizers = build_optimizers(self.model, self.cfg, self.whiten_bias_steps, self.backend)
         self.step = 0
 
@@ -200,9 +206,9 @@ class Trainer:
 
     def learning_rates(self) -> dict[str, float]:
         """Each parameter group's current learning rate, by name (the epoch log)."""
-        sgd, muon = self.optimizers
+        sgd, filters = self.optimizers
         groups = zip(("whiten_bias", "norm_biases", "head"), sgd.param_groups, strict=True)
-        return {"filters": muon.param_groups[0]["lr"], **{name: g["lr"] for name, g in groups}}
+        return {"filters": filters.param_groups[0]["lr"], **{name: g["lr"] for name, g in groups}}
 
     def epoch_batches(self, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """(indices, augmented images) for each step of ``epoch``."""
@@ -213,7 +219,8 @@ class Trainer:
         for i in range(len(order) // self.batch):
             self.splits.start()
             idx = order[i * self.batch : (i + 1) * self.batch][self.share]
-            p = aug.augment_params(cfg.seed, epoch, idx, cfg.translate, cfg.flip, cfg.cutout)
+            p = aug.augment_params(cfg.seed, epoch, idx, cfg.translate, cfg.flip, cfg.cutout,
+                                   alternate=cfg.flip_alternating)
             idx_dev = to_device(idx, self.device)  # without a host synchronisation on a GPU
             x = self.augment(self.data.padded, idx_dev, p, self.data.scale, self.data.shift)
             x = keyed_crop(x, epoch_side(cfg.progressive, epoch, x.shape[-1]), cfg.seed, epoch, i)

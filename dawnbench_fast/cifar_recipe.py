@@ -13,6 +13,9 @@ from dawnbench_fast.overrides import apply_overrides as _apply_overrides
 from dawnbench_fast.overrides import check, common_checks
 from dawnbench_fast.vocabulary import MODEL_ACTIVATIONS, WGRAD_POLICIES
 
+FIRST_CONVS: tuple[str, ...] = ("whitened", "learned", "random")
+FILTER_OPTIMIZERS: tuple[str, ...] = ("muon", "sgd")
+
 
 @dataclass
 class CifarRecipe:
@@ -26,6 +29,7 @@ class CifarRecipe:
     eval_subset: int = 0  # evaluate on the first N test images (0 = all 10,000)
     translate: int = 2  # random translation, pixels (reflect padding, done once)
     flip: bool = True  # alternating flip: random in epoch 0, inverted every other epoch
+    flip_alternating: bool = True  # False: each epoch's flip a fresh coin toss (the usual random flip)
     cutout: int = 0  # side of a zeroed square (0 = off; not needed for 94%)
     brightness: float = 0.1399  # per-image jitter on normalised pixels: x + U(-b, b)
     contrast: float = 0.1308  # then times 1 + U(-c, c)
@@ -42,10 +46,21 @@ class CifarRecipe:
     whiten_eps: float = 5e-4  # added to eigenvalues before 1/sqrt
     whiten_images: int = 960  # training images used for the patch covariance
     whiten_bias_epochs: float = 0.19  # the whitening bias trains this long, then freezes
+    # The first conv: "whitened" (the recipe: frozen filters set from the data's
+    # patches), "learned" (its seeded random init, trained by the filters'
+    # optimiser like every other conv) or "random" (that init, frozen). Its bias
+    # trains for whiten_bias_epochs either way.
+    first_conv: str = "whitened"
     # -- optimisation --------------------------------------------------------
     epochs: float = 8.5  # may be fractional: the last epoch stops part-way (hiverge: 7.63)
     batch_size: int = 1536
+    # "muon", or "sgd": the filters in the Nesterov SGD with the biases and the
+    # head (momentum sgd_momentum, weight decay weight_decay) at lr_filters_sgd
+    filter_optimizer: str = "muon"
     lr_filters: float = 0.205  # Muon, conv filters
+    # airbench94's (the SGD recipe's) filter rate for the same summed loss:
+    # 11.5 / (1024 * (1 + 1 / (1 - 0.85))), per example
+    lr_filters_sgd: float = 1.5e-3
     muon_momentum: float = 0.655
     ns_steps: int = 3  # Newton-Schulz iterations
     filter_norm_every: int = 8  # Muon renormalises the filter banks every N steps
@@ -114,6 +129,10 @@ def validate(cfg: CifarRecipe) -> CifarRecipe:
           for f in ("act", "whiten_act")),
         (0.0 <= cfg.bn_momentum < 1.0, "bn_momentum", "must be in [0, 1)"),
         (cfg.filter_norm_every >= 1, "filter_norm_every", "must be >= 1"),
+        (cfg.first_conv in FIRST_CONVS, "first_conv", f"must be {', '.join(FIRST_CONVS)}"),
+        (cfg.filter_optimizer in FILTER_OPTIMIZERS, "filter_optimizer",
+         f"must be {' or '.join(FILTER_OPTIMIZERS)}"),
+        (cfg.lr_filters_sgd > 0.0, "lr_filters_sgd", "must be > 0"),
         (0.0 <= cfg.brightness and 0.0 <= cfg.contrast < 1.0, "brightness/contrast",
          "need brightness >= 0 and contrast in [0, 1)"),
         (0 <= cfg.cutout <= 32 and 0 <= cfg.translate <= 8, "cutout/translate", "out of range"),

@@ -288,3 +288,43 @@ def test_an_evaluation_between_steps_leaves_the_training_unchanged():
     assert len(plain) == 4 and plain == evaluated
     for p, q in zip(plain_params, evaluated_params, strict=True):
         assert torch.equal(p, q)
+
+
+def _two_steps(**fields):
+    """A tiny task's model before and after two training steps, and the task."""
+    from tests.cifar_data import cifar_dir
+
+    cfg = Config(subset=256, batch_size=128, epochs=1, whiten_images=128, widths=(16, 32, 32),
+                 kernels="torch", precision="fp32", data_dir=str(cifar_dir()), download=False, **fields)
+    task = cfg.build_task(torch.device("cpu"))
+    task.init_model()
+    before = {n: p.detach().clone() for n, p in task.model.named_parameters()}
+    losses = [task.train_step(*b).total.item() for b in task.epoch_batches(0)]
+    assert len(losses) == 2 and all(0 < v < 1e4 for v in losses)
+    return task, before, losses
+
+
+@pytest.mark.parametrize("first_conv", ["whitened", "learned", "random"])
+def test_first_conv_switch(first_conv):
+    """The whitening lesion: the first conv whitened and frozen (the recipe),
+    learned from its seeded init by Muon with the other filters, or that init frozen."""
+    task, before, _ = _two_steps(first_conv=first_conv)
+    w, w0 = task.model.whiten.weight, before["whiten.weight"]
+    seeded = torch.manual_seed(0) and CifarNet(widths=(16, 32, 32)).whiten.weight
+    assert torch.equal(w0, seeded) == (first_conv != "whitened")
+    assert torch.equal(w, w0) == (first_conv != "learned")
+    in_muon = any(p is w for g in task.optimizers[1].param_groups for p in g["params"])
+    assert in_muon == w.requires_grad == (first_conv == "learned")
+    assert not before["whiten.bias"].any()  # zeroed in every form, then trained for whiten_bias_epochs
+
+
+def test_filter_optimizer_sgd_puts_the_filters_in_nesterov_sgd():
+    task, before, losses = _two_steps(filter_optimizer="sgd", lr_filters_sgd=2e-3)
+    opt = task.optimizers[1]
+    assert type(opt) is torch.optim.SGD and opt.defaults["nesterov"]
+    assert sum(len(g["params"]) for g in opt.param_groups) == 6
+    # the linear decay from lr_filters_sgd, as for every group; plain SGD moves each filter
+    assert 0 < task.learning_rates()["filters"] < 2e-3
+    moved = [not torch.equal(p, before[n]) for n, p in task.model.named_parameters() if p.ndim == 4]
+    assert moved == [False] + [True] * 6  # the frozen whitening conv, then the six filter banks
+    assert losses != _two_steps()[2]  # not Muon's trajectory

@@ -6,8 +6,8 @@ The levers and their switches (:func:`lever_arms`) are the trainer's own
 flags and recipe fields; the recipe levers are found, not listed: every field
 in which the chosen recipe differs from the published airbench94_muon preset
 (dawnbench_fast.cifar_recipe.RECIPES) is an arm set back to airbench's value.
-Levers with no switch in the config are named in :data:`NO_SWITCH` and in the
-output, not approximated.
+Every lever the issue names has its switch: Muon (``filter_optimizer``), the
+alternating flip (``flip_alternating``) and whitening (``first_conv``) too.
 """
 
 from __future__ import annotations
@@ -38,24 +38,20 @@ LEVERS: tuple[tuple[str, str, list[str]], ...] = (
     ("no_channels_last", "channels_last off: PyTorch's default layout", ["--set", "channels_last=false"]),
     ("no_tta", "test-time augmentation off: one view", ["--set", "tta_level=0"]),
     ("no_label_smoothing", "label smoothing off", ["--set", "label_smoothing=0"]),
+    ("muon_to_sgd", "Muon off: the conv filters in Nesterov SGD like the biases, at lr_filters_sgd "
+     "(airbench94's SGD filter rate)", ["--set", "filter_optimizer=sgd"]),
     ("muon_no_orthogonalisation", "Muon's Newton-Schulz orthogonalisation off (ns_steps=0): the "
-     "momentum is only scaled to unit norm, a normalised SGD, not plain SGD", ["--set", "ns_steps=0"]),
-    ("no_flip", "the alternating flip off, and with it every flip (flip=false)", ["--set", "flip=false"]),
+     "momentum is only scaled to unit norm, a normalised SGD", ["--set", "ns_steps=0"]),
+    ("random_flip", "the alternating flip off: a fresh random flip every epoch",
+     ["--set", "flip_alternating=false"]),
+    ("no_flip", "every flip off (flip=false)", ["--set", "flip=false"]),
+    ("no_whitening", "the patch-whitening init off: the first conv learned from a random init like "
+     "the others", ["--set", "first_conv=learned"]),
     # the speed issue's kernel levers, one at a time (kernels_torch takes them all off)
     ("wgrad_onednn", "our conv weight-gradient kernels off: oneDNN's (aten) for every conv",
      ["--set", "conv_wgrad=aten"]),
     ("wgrad_no_pooled", "the weight gradient before a max-pool off: our dense kernel for every conv",
      ["--set", "conv_wgrad=dpbf16"]),
-)
-NO_SWITCH: tuple[tuple[str, str], ...] = (
-    ("Muon -> plain SGD on the conv filters",
-     "build_optimizers always puts Muon on the filters; SGD there needs a code path and a learning "
-     "rate of its own, not a plain field (the muon_no_orthogonalisation arm is the nearest switch)"),
-    ("alternating flip -> random flip",
-     "flip is on (alternating) or off; a random per-epoch flip is a change to the augmentation, not a field"),
-    ("whitening",
-     "the first conv is always the frozen patch-whitening conv set from the data; a learned or "
-     "random first layer is a change to the model, not a field"),
 )
 
 
@@ -66,7 +62,7 @@ def add_parser(sub: Any) -> None:
     study_cli.add_study_args(p, runs=DEFAULT_RUNS, target=LOWER_TARGET)
     p.add_argument("--arms", default=None, metavar="NAME,NAME,...",
                    help="run only these arms (the baseline always runs); default: all (--list-arms)")
-    p.add_argument("--list-arms", action="store_true", help="print the arms and the levers without a switch")
+    p.add_argument("--list-arms", action="store_true", help="print the arms and their switches")
     p.set_defaults(command_fn=run)
 
 
@@ -122,8 +118,7 @@ def run(a: argparse.Namespace) -> int:
     study_cli.check_study_args(a)
     arms = select(lever_arms(a.recipe or "dawnbench_fast"), a.arms)
     if a.list_arms:
-        print("\n".join([*(f"{x.name}: {x.what} ({' '.join(x.flags) or 'no flags'})" for x in arms),
-                         *(f"no switch: {n}: {why}" for n, why in NO_SWITCH)]))
+        print("\n".join(f"{x.name}: {x.what} ({' '.join(x.flags) or 'no flags'})" for x in arms))
         return 0
     out = study_cli.resolve_out(a, COMMAND)
     target = study_cli.study_target(a)
@@ -176,8 +171,7 @@ def summarize(records: list[RunRecord], target: float, known: dict[str, Arm]) ->
             "end_clock_s": _delta(arm["end_clock_s"]["mean"], base["end_clock_s"]["mean"]),
         }
     return {"command": COMMAND, "target": target, "target_note": study_cli.target_note(target),
-            "arms": list(arms.values()),
-            "no_switch": [{"lever": n, "why": why} for n, why in NO_SWITCH]}
+            "arms": list(arms.values())}
 
 
 def _signed(v: float | None, unit: str, digits: int = 1) -> str:
@@ -198,7 +192,6 @@ def render(data: dict) -> str:
              table(["arm", "reached", "time to target", "vs baseline", "final top-1", "vs baseline",
                     "end clock vs baseline"], rows), ""]
     lines += [f"{arm['arm']}: {arm['what']}" for arm in data["arms"]]
-    lines += [f"no switch: {x['lever']}: {x['why']}" for x in data["no_switch"]]
     return "\n".join(lines)
 
 

@@ -64,19 +64,23 @@ def augment_params(
     flip: bool = True,
     cutout: int = 0,
     size: int = 32,
+    alternate: bool = True,
 ) -> AugmentParams:
     """Parameters for images ``indices`` in ``epoch``.
 
     Alternating flip: an image's flip is random in epoch 0 and inverted every
     other epoch after that, so over any two consecutive epochs each image is
-    seen both ways.
+    seen both ways. ``alternate=False``: a fresh coin toss every epoch (the
+    usual random flip; epoch 0's toss is the alternating flip's).
     """
     indices = np.asarray(indices, dtype=np.int64)
     t = translate
     tb = keyed_bits(seed, epoch, indices, STREAM_TRANSLATE)
     ox = (tb % np.uint64(2 * t + 1)).astype(np.int32)
     oy = ((tb >> np.uint64(16)) % np.uint64(2 * t + 1)).astype(np.int32)
-    if flip:
+    if flip and not alternate:
+        fl = (keyed_bits(seed, epoch, indices, STREAM_FLIP) & np.uint64(1)).astype(bool)
+    elif flip:
         first = (keyed_bits(seed, 0, indices, STREAM_FLIP) & np.uint64(1)).astype(bool)
         fl = first ^ bool(epoch % 2)
     else:

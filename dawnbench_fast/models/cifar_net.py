@@ -61,6 +61,18 @@ class CifarNet(nn.Module):
 
     # -- init --------------------------------------------------------------
     @torch.no_grad()
+    def init_first_conv(self, form: str, images: torch.Tensor, eps: float = 5e-4) -> None:
+        """The first conv ``form``: "whitened" (:meth:`init_whitening`, frozen:
+        the recipe), "learned" (its seeded random init, trainable like the
+        other convs) or "random" (that init, frozen): the whitening lesion.
+        The bias starts at zero in each."""
+        if form == "whitened":
+            self.init_whitening(images, eps)
+            return
+        self.whiten.bias.zero_()
+        self.whiten.weight.requires_grad_(form == "learned")
+
+    @torch.no_grad()
     def init_whitening(self, images: torch.Tensor, eps: float = 5e-4) -> None:
         """Set the frozen whitening filters from normalised training images
         (N, 3, H, W): eigenvectors of the 2x2-patch second-moment matrix,

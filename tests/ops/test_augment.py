@@ -108,6 +108,18 @@ def test_alternating_flip():
     assert not A.augment_params(5, 1, idx, flip=False).flip.any()
 
 
+def test_random_flip_is_a_fresh_toss_every_epoch():
+    idx = np.arange(4000)
+    flips = [A.augment_params(5, e, idx, alternate=False).flip for e in range(4)]
+    np.testing.assert_array_equal(flips[0], A.augment_params(5, 0, idx).flip)  # epoch 0: the same toss
+    for e in range(1, 4):
+        assert abs(flips[e].mean() - 0.5) < 0.05
+        # independent of the previous epoch's (alternating: agreement 0 or 1)
+        assert abs((flips[e] == flips[e - 1]).mean() - 0.5) < 0.05
+    np.testing.assert_array_equal(flips[2], A.augment_params(5, 2, idx, alternate=False).flip)
+    assert not A.augment_params(5, 1, idx, flip=False, alternate=False).flip.any()
+
+
 def test_batch_size_does_not_change_the_batches(images):
     """The whole pipeline, not just the parameters: images augmented in one
     batch equal the same images augmented in many small batches."""
