@@ -20,11 +20,13 @@ def test_airbench_with_selective_tta_has_one_lever_against_airbench():
     assert lesion.recipe_arms("airbench94_muon") == []
 
 
-def test_every_field_the_default_changes_from_airbench_is_an_arm():
-    names = {a.name.removeprefix("recipe_") for a in lesion.recipe_arms("dawnbench_fast")}
+def test_every_field_the_default_changes_from_airbench_is_an_arm_and_all_of_them_one_more():
+    *fields, every = lesion.recipe_arms("dawnbench_fast")
+    names = {a.name.removeprefix("recipe_") for a in fields}
     default = CifarRecipe()
     differing = {k for k, v in RECIPES["airbench94_muon"].items() if getattr(default, k) != v}
     assert names == differing and "act" in names and "tta_below" in names
+    assert every.name == "recipe_all" and every.flags == [f for a in fields for f in a.flags]
 
 
 def test_each_arm_switches_its_lever_and_nothing_else():
@@ -40,6 +42,9 @@ def test_each_arm_switches_its_lever_and_nothing_else():
     default = CifarRecipe()
     expected |= {f"recipe_{k}": {k: v} for k, v in RECIPES["airbench94_muon"].items()
                  if getattr(default, k) != v}
+    # every field at once: the published recipe's config, field for field
+    expected["recipe_all"] = {k: v for k, v in vars(CifarRecipe(**RECIPES["airbench94_muon"])).items()
+                              if v != getattr(default, k)}
     assert set(configs) == set(expected)
     for name, cfg in configs.items():
         changed = {k: v for k, v in vars(cfg).items() if v != getattr(baseline, k)}
