@@ -226,6 +226,8 @@ class Trainer:
             x = keyed_crop(x, epoch_side(cfg.progressive, epoch, x.shape[-1]), cfg.seed, epoch, i)
             if cfg.brightness or cfg.contrast:
                 x = aug.color_jitter(x, cfg.seed, epoch, idx, cfg.brightness, cfg.contrast)
+            if not cfg.channels_last:  # the augmentation writes channels_last; the lesion's step is NCHW
+                x = x.contiguous()
             self.splits.mark("augment")
             yield idx_dev, x
 

@@ -97,6 +97,8 @@ class CifarRecipe:
     # bf16 / fp16 autocast, fp32, or auto: bf16 where the CPU computes it natively
     # (AVX-512 BF16, AMX, ARM BF16), else fp32 (dawnbench_fast/precision.py)
     precision: str = "auto"
+    # the training step's layout (the net and its batches); false: PyTorch's default
+    # NCHW (a lesion arm). Data and evaluation stay channels_last.
     channels_last: bool = True
     threads: int = 0  # CPU threads (0 = PyTorch's default)
     deterministic: bool = False  # deterministic algorithms only, kernel choices frozen

@@ -328,3 +328,17 @@ def test_filter_optimizer_sgd_puts_the_filters_in_nesterov_sgd():
     moved = [not torch.equal(p, before[n]) for n, p in task.model.named_parameters() if p.ndim == 4]
     assert moved == [False] + [True] * 6  # the frozen whitening conv, then the six filter banks
     assert losses != _two_steps()[2]  # not Muon's trajectory
+
+
+@pytest.mark.parametrize("channels_last", [True, False])
+def test_channels_last_switch_sets_the_layout_of_the_step(channels_last):
+    """channels_last=false (the lesion arm) trains in NCHW: the batches too,
+    though the augmentation writes channels_last."""
+    task, _, _ = _two_steps(channels_last=channels_last)
+    fmt, other = torch.channels_last, torch.contiguous_format
+    if not channels_last:
+        fmt, other = other, fmt
+    _, x = next(task.epoch_batches(0))
+    assert x.is_contiguous(memory_format=fmt) and not x.is_contiguous(memory_format=other)
+    w = task.model.groups[0].conv1.weight
+    assert w.is_contiguous(memory_format=fmt) and not w.is_contiguous(memory_format=other)
