@@ -290,14 +290,20 @@ def test_an_evaluation_between_steps_leaves_the_training_unchanged():
         assert torch.equal(p, q)
 
 
-def _two_steps(**fields):
-    """A tiny task's model before and after two training steps, and the task."""
+def _tiny_task(**fields):
+    """A tiny task (two steps an epoch), its model built."""
     from tests.cifar_data import cifar_dir
 
     cfg = Config(subset=256, batch_size=128, epochs=1, whiten_images=128, widths=(16, 32, 32),
                  kernels="torch", precision="fp32", data_dir=str(cifar_dir()), download=False, **fields)
     task = cfg.build_task(torch.device("cpu"))
     task.init_model()
+    return task
+
+
+def _two_steps(**fields):
+    """A tiny task's model before and after two training steps, and the task."""
+    task = _tiny_task(**fields)
     before = {n: p.detach().clone() for n, p in task.model.named_parameters()}
     losses = [task.train_step(*b).total.item() for b in task.epoch_batches(0)]
     assert len(losses) == 2 and all(0 < v < 1e4 for v in losses)
@@ -334,7 +340,7 @@ def test_filter_optimizer_sgd_puts_the_filters_in_nesterov_sgd():
 def test_channels_last_switch_sets_the_layout_of_the_step(channels_last):
     """channels_last=false (the lesion arm) trains in NCHW: the batches too,
     though the augmentation writes channels_last."""
-    task, _, _ = _two_steps(channels_last=channels_last)
+    task = _tiny_task(channels_last=channels_last)
     fmt, other = torch.channels_last, torch.contiguous_format
     if not channels_last:
         fmt, other = other, fmt

@@ -78,11 +78,9 @@ def augment_params(
     tb = keyed_bits(seed, epoch, indices, STREAM_TRANSLATE)
     ox = (tb % np.uint64(2 * t + 1)).astype(np.int32)
     oy = ((tb >> np.uint64(16)) % np.uint64(2 * t + 1)).astype(np.int32)
-    if flip and not alternate:
-        fl = (keyed_bits(seed, epoch, indices, STREAM_FLIP) & np.uint64(1)).astype(bool)
-    elif flip:
-        first = (keyed_bits(seed, 0, indices, STREAM_FLIP) & np.uint64(1)).astype(bool)
-        fl = first ^ bool(epoch % 2)
+    if flip:  # alternating: epoch 0's toss, inverted in odd epochs; else each epoch's own toss
+        toss = (keyed_bits(seed, 0 if alternate else epoch, indices, STREAM_FLIP) & np.uint64(1)).astype(bool)
+        fl = toss ^ (alternate and bool(epoch % 2))
     else:
         fl = np.zeros(len(indices), dtype=bool)
     if cutout > 0:
