@@ -1,0 +1,238 @@
+"""The GPU suite's ops part (benchmarks/gpu_suite.py): every custom op of the
+dispatch catalogue at the recipe's shapes, each face timed against torch
+eager and torch.compile of the op's reference, with its error against torch
+eager.
+
+Shapes are the default recipe's (dawnbench_fast.cifar_recipe): its batch,
+widths and activation, bf16, channels_last, 32 px images (31 px after the 2x2
+whitening conv). Faces: ``torch`` (the catalogue's reference, eager),
+``torch.compile`` (that reference compiled), and each backend that has its
+own implementation of the op and can run here (``triton``, ``cuda`` on a GPU;
+``cpu`` on the CPU), plus the CUDA C++ tensor-core GEMM (``cuda:gemm_mma``,
+not catalogued) beside ``matmul``. A backend without a face for an op is
+listed with the reason, never timed as the reference in disguise.
+
+Timing on CUDA: ``triton.testing.do_bench`` (median, L2 flushed before each
+repetition), else CUDA events around each call after an L2 flush. A dry run
+(the CPU) calls each face once at tiny sizes and records no time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from dawnbench_fast import dispatch
+from dawnbench_fast.cifar_recipe import CifarRecipe
+
+DT = torch.bfloat16
+
+
+@dataclass
+class Case:
+    """One op at one shape: how to build its inputs and run a face on them."""
+
+    op: str
+    name: str
+    make: Callable[[torch.device], dict]  # the inputs, made once per case
+    call: Callable[[Callable, dict], torch.Tensor]  # run one face; returns the output compared
+    reference: Callable
+
+
+def _nchw_cl(n: int, c: int, side: int, device: torch.device, grad: bool = False) -> torch.Tensor:
+    x = torch.randn(n, c, side, side, device=device).to(DT).contiguous(memory_format=torch.channels_last)
+    return x.requires_grad_(grad)
+
+
+def _bn_act_case(b: int, c: int, side: int, act: str) -> Case:
+    from dawnbench_fast.models.layers import BatchNorm
+
+    def make(device: torch.device) -> dict:
+        x = _nchw_cl(b, c, side, device, grad=True)
+        return {"x": x, "g": torch.randn_like(x), "bn": BatchNorm(c).to(device)}
+
+    def call(fn: Callable, t: dict) -> torch.Tensor:
+        t["x"].grad = None
+        y = fn(t["x"], t["bn"], act)
+        y.backward(t["g"])
+        return y
+
+    return Case("bn_act", f"bn_act fwd+bwd {act} C={c} @{side}px b={b}", make, call,
+                dispatch.reference("bn_act"))
+
+
+def _conv_group_case(b: int, cin: int, cout: int, side: int, act: str) -> Case:
+    from dawnbench_fast.models.layers import ConvGroup
+
+    def make(device: torch.device) -> dict:
+        torch.manual_seed(0)
+        group = ConvGroup(cin, cout, act).to(device).to(memory_format=torch.channels_last)
+        return {"x": _nchw_cl(b, cin, side, device, grad=True), "group": group}
+
+    def call(fn: Callable, t: dict) -> torch.Tensor:
+        group, x = t["group"], t["x"]
+        x.grad = None
+        group.zero_grad(set_to_none=True)
+        with torch.autocast(x.device.type, dtype=DT):
+            y = fn(group, x)
+        y.float().sum().backward()
+        return y
+
+    return Case("conv_group", f"conv_group fwd+bwd {cin}->{cout} @{side}px b={b}", make, call,
+                dispatch.reference("conv_group"))
+
+
+def _augment_case(n_data: int, b: int) -> Case:
+    from dawnbench_fast.data.augment import augment_params, normalisation
+
+    def make(device: torch.device) -> dict:
+        rng = np.random.default_rng(0)
+        padded = torch.from_numpy(rng.integers(0, 256, (n_data, 36, 36, 3), dtype=np.uint8)).to(device)
+        idx = rng.permutation(n_data)[:b]
+        scale, shift = (torch.from_numpy(a).to(device) for a in normalisation((0.5,) * 3, (0.25,) * 3))
+        return {"padded": padded, "idx": torch.from_numpy(idx).to(device), "p": augment_params(0, 1, idx),
+                "scale": scale, "shift": shift}
+
+    def call(fn: Callable, t: dict) -> torch.Tensor:
+        out = fn(t["padded"], t["idx"], t["p"], t["scale"], t["shift"])
+        return out.to(DT)
+
+    return Case("augment", f"augment b={b} from {n_data} images", make, call, dispatch.reference("augment"))
+
+
+def _matrix_case(op: str, m: int, k: int) -> Case:
+    """Newton-Schulz on one filter bank [m, k], or its X @ X.T product."""
+    def make(device: torch.device) -> dict:
+        g = torch.randn(m, k, device=device)
+        return {"g": g, "a": g.to(DT), "b": g.to(DT).t().contiguous()}
+
+    if op == "newton_schulz":
+        def call(fn: Callable, t: dict) -> torch.Tensor:
+            return fn(t["g"], 3)
+    else:
+        def call(fn: Callable, t: dict) -> torch.Tensor:
+            return fn(t["a"], t["b"])
+    shape = f"{m}x{k}" if op == "newton_schulz" else f"{m}x{k} @ {k}x{m}"
+    return Case(op, f"{op} {shape}", make, call, dispatch.reference(op))
+
+
+def _linear_case(b: int, k: int) -> Case:
+    def make(device: torch.device) -> dict:
+        return {"x": torch.randn(b, k, device=device).to(DT), "w": torch.randn(10, k, device=device).to(DT)}
+
+    def call(fn: Callable, t: dict) -> torch.Tensor:
+        return fn(t["x"], t["w"])
+
+    return Case("linear", f"linear (head) {b}x{k} -> 10", make, call, dispatch.reference("linear"))
+
+
+def cases(dry_run: bool) -> list[Case]:
+    """The catalogue's ops at the default recipe's shapes (tiny in a dry run)."""
+    r = CifarRecipe()
+    b = 8 if dry_run else r.batch_size
+    w0, w1, w2 = r.widths
+    whiten = 24  # the 2x2 whitening conv's outputs: 2 x 3 x 2 x 2 (its eigenvectors and their negation)
+    out = [_augment_case(64 if dry_run else 50_000, b)]
+    out += [_bn_act_case(b, c, s, r.act) for c, s in ((w0, 15), (w1, 7), (w2, 3))]
+    out += [_conv_group_case(b, cin, cout, s, r.act) for cin, cout, s in ((whiten, w0, 31), (w0, w1, 15),
+                                                                          (w1, w2, 7))]
+    banks = [(w0, 9 * whiten), (w1, 9 * w0), (w2, 9 * w1)]
+    out += [_matrix_case("newton_schulz", m, k) for m, k in banks]
+    out += [_matrix_case("matmul", m, k) for m, k in banks]
+    out.append(_linear_case(b, w2))
+    return out
+
+
+def faces(op: str, device: torch.device, dry_run: bool) -> list[tuple[str, Callable | None, str | None]]:
+    """(name, function or None, why not) of every face of ``op`` on ``device``."""
+    ref = dispatch.reference(op)
+    backend = "inductor" if device.type == "cuda" and not dry_run else "eager"
+    out: list[tuple[str, Callable | None, str | None]] = [
+        ("torch", ref, None), (f"torch.compile[{backend}]", torch.compile(ref, backend=backend), None)]
+    for b in (("triton", "cuda") if device.type == "cuda" else ("cpu",)):
+        why = dispatch.unavailable_reason(b, device)
+        if why is None and dispatch.op_table(b, [op])[op]["backend"] != b:
+            why = f"the {b} backend has no {op} of its own (the reference serves it)"
+        out.append((b, None if why else dispatch.get_op(op, b), why))
+    if op == "matmul" and device.type == "cuda":
+        from dawnbench_fast.csrc import ops
+
+        why = ops._extension_reason()
+        out.append(("cuda:gemm_mma", None if why else (lambda a, b: ops.gemm_mma(a, b).to(a.dtype)), why))
+    return out
+
+
+def _l2_flusher(device: torch.device) -> Callable[[], None]:
+    buf = torch.empty(256 * 2**20 // 4, dtype=torch.int32, device=device)
+    return buf.zero_
+
+
+def time_cuda(fn: Callable[[], object]) -> float:
+    """Median milliseconds of ``fn`` on the current CUDA device, L2 flushed."""
+    try:
+        from triton.testing import do_bench
+
+        return float(do_bench(fn, warmup=25, rep=100, return_mode="median"))
+    except ImportError:
+        pass
+    flush = _l2_flusher(torch.device("cuda"))
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(30):
+        flush()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return float(np.median(times))
+
+
+def _rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
+    diff = (out.detach().float() - ref.detach().float()).abs().max()
+    return float(diff / ref.detach().float().abs().max().clamp_min(1e-12))
+
+
+def run_face(case: Case, fn: Callable, inputs: dict, ref_out: torch.Tensor | None,
+             dry_run: bool) -> tuple[dict, torch.Tensor]:
+    """One face of one case: its output (compared with torch eager's), the
+    first call's seconds (compilation and autotuning, if any) and, on a GPU,
+    its median time."""
+    t0 = time.perf_counter()
+    out = case.call(fn, inputs)
+    rec = {"first_call_s": round(time.perf_counter() - t0, 3),
+           "rel_err_vs_torch": None if ref_out is None else _rel_err(out, ref_out)}
+    if not dry_run:
+        rec["median_ms"] = time_cuda(lambda: case.call(fn, inputs))
+    return rec, out
+
+
+def run_cases(add: Callable[[dict], None], dry_run: bool, deadline: Callable[[], bool]) -> dict:
+    """Every case's every face; ``add(record)`` as each finishes; stops (and
+    says so) when ``deadline()`` is true."""
+    device = torch.device("cuda" if torch.cuda.is_available() and not dry_run else "cpu")
+    timer = "none (dry run)" if dry_run else "triton.testing.do_bench median, L2 flushed"
+    for case in cases(dry_run):
+        inputs = case.make(device)
+        ref_out = None
+        for name, fn, why in faces(case.op, device, dry_run):
+            if deadline():
+                return {"device": str(device), "timer": timer, "stopped": True}
+            rec = {"op": case.op, "case": case.name, "impl": name, "median_ms": None}
+            if fn is None:
+                add({**rec, "status": "unavailable", "reason": why})
+                continue
+            try:
+                measured, out = run_face(case, fn, inputs, ref_out, dry_run)
+                ref_out = out if name == "torch" else ref_out
+                add({**rec, **measured, "status": "ok"})
+            except Exception as e:  # noqa: BLE001 - one face failing is a finding; the others still run
+                first = (str(e).splitlines() or [""])[0][:200]
+                add({**rec, "status": "error", "reason": f"{type(e).__name__}: {first}"})
+    return {"device": str(device), "timer": timer, "stopped": False}
