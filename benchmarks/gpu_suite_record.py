@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -89,11 +90,15 @@ def run_logged(suite: Suite, cmd: list[str], log_name: str, timeout: float, cwd:
     suite.log(f"$ {' '.join(cmd)}  (timeout {timeout:.0f} s, output: {path})")
     t0 = time.monotonic()
     with open(path, "w") as f:
+        # a session of its own, so that a stop at the budget also ends what it started
+        # (torch.compile's worker processes, the peer's autotuning)
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
         try:
-            rc: int | None = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=cwd,
-                                            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
-                                            timeout=max(timeout, 1.0)).returncode
+            rc: int | None = proc.wait(timeout=max(timeout, 1.0))
         except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
             rc = None
     return rc, time.monotonic() - t0, path
 

@@ -1,0 +1,160 @@
+"""The GPU suite (benchmarks/gpu_suite.py, issue 28): its dry run goes through
+every part on the CPU and leaves a suite.json a reader can use; a part cut at
+its budget keeps what it measured; the published script's table is parsed as
+it prints it; bad flags are one line and exit 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cifar_data import cifar_dir
+
+from dawnbench_fast import dispatch
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "benchmarks"
+sys.path.insert(0, str(BENCH))
+
+import gpu_suite_peer  # noqa: E402
+from gpu_suite_record import Suite  # noqa: E402
+from gpu_suite_roofline import kernel_pattern  # noqa: E402
+
+
+def suite(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(BENCH / "gpu_suite.py"), *args], capture_output=True,
+                          text=True, timeout=timeout, cwd=ROOT)
+
+
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("suite")
+    r = suite("--out", str(out), "--dry-run", "--data-dir", str(cifar_dir()))
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    return {"out": out, "json": json.loads((out / "suite.json").read_text()), "stdout": r.stdout}
+
+
+def test_dry_run_goes_through_every_part(dry_run):
+    d = dry_run["json"]
+    assert d["schema_version"] == 1
+    assert {k: v["status"] for k, v in d["parts"].items()} == {
+        "build": "skipped", "trainer": "done", "peer": "done", "ops": "done", "roofline": "done"}
+    assert all(p["dry_run"] for p in d["parts"].values())
+    env = d["environment"]
+    assert env["gpu"]["present"] is False and env["torch"] and env["nvtx_imports"] in (True, False)
+    assert d["parts"]["build"]["before"]["extension"] in (True, False)
+    assert (dry_run["out"] / "suite.log").read_text().count("started") == 5
+
+
+def test_trainer_and_peer_records_come_from_the_runs(dry_run):
+    d = dry_run["json"]["parts"]
+    (run,) = d["trainer"]["runs"]
+    written = json.loads(Path(run["run_json"]).read_text())["result"]
+    assert run["final_top1"] == written["final_top1"] and 0.0 <= run["final_top1"] <= 1.0
+    assert run["end_clock_s"] == written["end_clock_seconds"] > 0 and run["warmup_s"] > 0
+    assert d["trainer"]["summary"]["runs"] == 1
+    (block,) = d["peer"]["blocks"]
+    assert block["order"] == ["ours", "peer"] and d["peer"]["standin"] is True
+    (peer_run,) = block["peer"]["runs"]
+    assert peer_run["run"] == "0" and 0.0 < peer_run["tta_val_acc"] < 1.0  # a real (if poor) accuracy
+    summary = d["peer"]["summary"]
+    ours = block["ours"]["runs"][0]["end_clock_s"]
+    assert summary["ratio_end_clock"] == pytest.approx(ours / peer_run["time_seconds"])
+    work = Path(d["peer"]["workdir"]) / "cifar10"
+    assert (work / "train.pt").is_file() and (work / "test.pt").is_file()
+
+
+def test_every_catalogued_op_has_its_faces_and_agrees_with_torch(dry_run):
+    cases = dry_run["json"]["parts"]["ops"]["cases"]
+    assert {c["op"] for c in cases} == set(dispatch.CATALOGUE)
+    for c in cases:
+        if c["impl"] == "torch" or c["impl"].startswith("torch.compile"):
+            assert c["status"] == "ok", c
+        if c["status"] == "ok" and c["impl"] != "torch":
+            assert c["rel_err_vs_torch"] is not None and c["rel_err_vs_torch"] < 0.05, c  # bf16
+        if c["status"] == "unavailable":
+            assert c["reason"], c
+    # a face that is not the op's own is never timed as if it were
+    assert all(c["status"] == "unavailable" for c in cases if c["op"] == "newton_schulz" and c["impl"] == "cpu")
+
+
+def test_roofline_part_summarises_the_profiled_step(dry_run):
+    roof = dry_run["json"]["parts"]["roofline"]
+    assert Path(roof["report_dir"], "report.html").is_file()
+    assert roof["top_ops"] and roof["totals"]["flops_per_step"] > 0
+    assert roof["ncu"] == {"status": "skipped", "reason": "dry run"}
+
+
+def test_a_part_cut_at_its_budget_keeps_a_readable_record(tmp_path):
+    r = suite("--out", str(tmp_path), "--dry-run", "--only", "trainer", "--part-budget", "2",
+              "--data-dir", str(cifar_dir()), timeout=60)
+    assert r.returncode == 0, r.stderr
+    trainer = json.loads((tmp_path / "suite.json").read_text())["parts"]["trainer"]
+    assert trainer["status"] == "stopped at the budget" and trainer["exit_status"] is None
+    assert trainer["runs"] == [] and trainer["summary"]["runs"] == 0
+
+
+def test_commands_with_one_out_fill_one_file(tmp_path):
+    first = Suite(tmp_path, dry_run=True, budget_s=10)
+    first.part("build")
+    first.end("build", "skipped", "x")
+    second = Suite(tmp_path, dry_run=True, budget_s=10)
+    second.part("ops")
+    data = json.loads((tmp_path / "suite.json").read_text())
+    assert data["parts"]["build"]["status"] == "skipped" and data["parts"]["ops"]["status"] == "running"
+    assert not list(tmp_path.glob("*.tmp"))  # written through a temporary name, then renamed
+
+
+PUBLISHED_TABLE = """\
+-----------------------------------------------------------------------------
+|  run     |  epoch  |  train_acc  |  val_acc  |  tta_val_acc  |  time_seconds  |
+-----------------------------------------------------------------------------
+|  warmup  |      1  |     0.1020  |   0.0995  |               |        10.1000  |
+|          |   eval  |     0.1020  |   0.0995  |       0.1001  |        10.9000  |
+-----------------------------------------------------------------------------
+|       0  |      1  |     0.5120  |   0.6011  |               |         0.3300  |
+|          |      8  |     0.9544  |   0.9345  |               |         2.4500  |
+|          |   eval  |     0.9544  |   0.9345  |       0.9412  |         2.5900  |
+-----------------------------------------------------------------------------
+|       1  |      1  |     0.5020  |   0.5987  |               |         0.3310  |
+|          |   eval  |     0.9533  |   0.9330  |       0.9391  |         2.6000  |
+-----------------------------------------------------------------------------
+Mean: 0.9401    Std: 0.0015
+/root/airbench/logs/0f/log.pt
+"""
+
+
+def test_the_published_scripts_table_is_parsed():
+    parsed = gpu_suite_peer.parse_output(PUBLISHED_TABLE)
+    assert parsed["runs"] == [{"run": "0", "tta_val_acc": 0.9412, "time_seconds": 2.59},
+                              {"run": "1", "tta_val_acc": 0.9391, "time_seconds": 2.6}]
+    assert parsed["warmup"]["time_seconds"] == 10.9  # compile: kept apart, never in the mean
+    assert parsed["mean_line"].startswith("Mean: 0.9401")
+    assert gpu_suite_peer.parse_output("Traceback ...\nRuntimeError: CUDA out of memory")["runs"] == []
+
+
+def test_ncu_csv_and_kernel_patterns():
+    log = 'training...\n==PROF== Connected\n"ID","Kernel Name","gpu__time_duration.sum"\n"","","nsecond"\n' \
+          '"0","void cutlass::Kernel2<x>(y)","1,234"\nseed 0 done\n'
+    csv = gpu_suite_peer.csv_part(log)
+    assert csv.splitlines()[0].startswith('"ID"') and len(csv.splitlines()) == 3
+    assert gpu_suite_peer.csv_part("no csv here") == ""
+    assert kernel_pattern("void at::native::vectorized_elementwise_kernel<4, F>(int, F)") == \
+        "vectorized_elementwise_kernel"
+    assert kernel_pattern("triton_poi_fused_add_0") == "triton_poi_fused_add_0"
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--only", "trainer,bogus"], "--only"),
+    (["--peer", "/no/such/airbench94_muon.py"], "--peer"),
+    (["--only", "peer"], "--only peer needs --peer"),
+    (["--data-dir", "/no/such/folder"], "--data-dir"),
+    (["--seeds", "0"], "must be positive"),
+])
+def test_bad_flags_are_one_line_and_exit_2(tmp_path, args, needle):
+    r = suite("--out", str(tmp_path / "o"), *args, timeout=60)
+    assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists()  # nothing written for a command refused
