@@ -7,8 +7,9 @@ Every hyperparameter lives in :class:`Config`; the CLI overrides any field with
 ``--set name=value`` (e.g. ``--set lr_filters=0.2 --set tta_level=0``).
 
 This module holds only what is CIFAR's: the recipe, its data on the device,
-its model and optimisers, its test-time augmentation views, and the
-:class:`Trainer` task that dawnbench_fast.train's loop drives. The loop, the
+its model and optimisers, and the :class:`Trainer` task that
+dawnbench_fast.train's loop drives; its evaluation (BN folded, the
+test-time augmentation views) is in dawnbench_fast.cifar_eval. The loop, the
 clock and latency live in train.py; the DAWNBench files, run.json and the
 report in bench.py; the flags every trainer shares in cli.py.
 """
@@ -22,14 +23,14 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from itertools import islice
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from dawnbench_fast import checkpoint, cli, config_file, dispatch, gpu_defaults
+from dawnbench_fast import checkpoint, cifar_eval, cli, config_file, dispatch, gpu_defaults
+from dawnbench_fast.cifar_eval import evaluate, inference_net
 from dawnbench_fast.cifar_recipe import RECIPES, CifarRecipe, apply_overrides, validate
 from dawnbench_fast.csrc import cpu_ops
 from dawnbench_fast.data import augment as aug
@@ -40,7 +41,7 @@ from dawnbench_fast.data.progressive import epoch_side, first_epoch_of_each_side
 from dawnbench_fast.data.pruning import EpochPruner
 from dawnbench_fast.distributed import allreduce_grads, average_bn_statistics, world
 from dawnbench_fast.models import conv_cpu
-from dawnbench_fast.models.cifar_net import CifarNet, FoldedCifarNet
+from dawnbench_fast.models.cifar_net import CifarNet
 from dawnbench_fast.optim.muon import Muon
 from dawnbench_fast.optim.schedule import set_linear_decay
 from dawnbench_fast.overrides import ConfigError
@@ -49,9 +50,9 @@ from dawnbench_fast.precision import with_resolved_precision
 from dawnbench_fast.runs import Recipe, profile_steps, run_seeds
 from dawnbench_fast.runtime import autocast, configure_process, resolve_device
 from dawnbench_fast.task import Evaluation, Predict, Splits, StepLoss, epoch_steps, loop_epochs, steps_in
-from dawnbench_fast.train import Phases, accuracy, batched
+from dawnbench_fast.train import Phases
 from dawnbench_fast.train import loss_trajectory as loss_trajectory  # re-export: tests, scripts
-from dawnbench_fast.tta import TTA_WEIGHTS, selective_tta_logits
+from dawnbench_fast.tta import selective_tta_logits
 
 
 @dataclass
@@ -258,6 +259,10 @@ class Trainer:
         acc = evaluate(self.model, self.data, self.cfg, self.device, level, max_batches)
         return Evaluation(acc, None, level > 0, f"tta_level {level}")
 
+    def warm_up_evaluation(self) -> None:
+        """Every shape the final evaluation can meet, run once (train.warm_up's hook)."""
+        cifar_eval.warm_up(self.model, self.data, self.cfg, self.device, self.cfg.tta_level)
+
     @contextmanager
     def predictor(self, tta: bool) -> Iterator[tuple[Predict, torch.Tensor]]:
         """The BN-folded net with the TTA views (or one view), no grad, autocast."""
@@ -265,34 +270,6 @@ class Trainer:
         with torch.no_grad(), autocast(self.cfg.precision, self.device):
             net = inference_net(self.model)
             yield (lambda x: selective_tta_logits(net, x, level, self.cfg.tta_below)), self.data.test_x
-
-
-# -- Evaluation (the TTA views: dawnbench_fast.tta) ------------------------
-
-
-def inference_net(model: CifarNet) -> FoldedCifarNet:
-    """The trained net with BN folded into the convs, for evaluation and latency."""
-    model.eval()
-    return FoldedCifarNet(model).to(memory_format=torch.channels_last)
-
-
-@torch.no_grad()
-def evaluate(
-    model: torch.nn.Module, data: DeviceData, cfg: Config, device: torch.device, tta_level: int,
-    max_batches: int | None = None,
-) -> float:
-    """Top-1 accuracy on the (sub)set of test images (BN folded first); with
-    ``max_batches``, on that many evaluation batches only (warm-up). In a
-    torchrun job each rank evaluates its shard and the counts are summed."""
-    if isinstance(model, CifarNet):
-        model = inference_net(model)
-    # the views of a batch go through the net together: as many images per forward as without TTA
-    batch = max(1, cfg.eval_batch_size // len(TTA_WEIGHTS[tta_level]))
-    shard = world().shard(len(data.test_x))
-    with autocast(cfg.precision, device):
-        top1, _ = accuracy(lambda x: selective_tta_logits(model, x, tta_level, cfg.tta_below),
-                           islice(batched(data.test_x[shard], data.test_labels[shard], batch), max_batches))
-    return top1
 
 
 # -- Saved weights ---------------------------------------------------------

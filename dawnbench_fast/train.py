@@ -314,7 +314,9 @@ def warm_up(task: Task) -> None:
     ``warm_up_epochs``; each gets its two steps. A task whose step changes
     form part-way through a run (CIFAR's whitening bias freezes: a graph of
     its own when compiled) brings the change into these steps with
-    ``prepare_warm_up()``, called after ``init_model``."""
+    ``prepare_warm_up()``, called after ``init_model``. A task's
+    ``warm_up_evaluation()`` replaces the evaluation batch: every shape its
+    evaluation can meet, run once (CIFAR's: tta.warm_up_selective_tta)."""
     task.init_model()
     prepare = getattr(task, "prepare_warm_up", None)
     if prepare is not None:
@@ -324,7 +326,7 @@ def warm_up(task: Task) -> None:
             task.train_step(*batch)
             if k == 1:
                 break
-    task.evaluate(tta=True, max_batches=1)
+    getattr(task, "warm_up_evaluation", lambda: task.evaluate(tta=True, max_batches=1))()
 
 
 def eval_line(seed: int, epoch: int, epochs: int, ev: Evaluation, clock: float,

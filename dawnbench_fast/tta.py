@@ -4,6 +4,16 @@ one-view prediction is unsure of).
 
 The views and weights are airbench's: the image and its mirror, and at level
 2 the mirrored pair shifted by -1 and +1 px (reflect padding).
+
+Shapes on a GPU. How many images selective TTA finds unsure depends on the
+data, so the views' forward would meet a new batch size in nearly every batch;
+with cuDNN autotuning on (dawnbench_fast.gpu_defaults) each new shape is timed
+on the spot, inside the final evaluation and so on the time-to-accuracy clock
+(and a compiled net would recompile). On CUDA the unsure set is therefore
+padded to one of a few fixed sizes (:func:`bucket_sizes`) and the pad's rows
+dropped, and :func:`warm_up_selective_tta` runs every shape once, in the
+warm-up. In eval mode (BN folded) a row's logits depend on that row alone, so
+the padding changes no prediction.
 """
 
 from __future__ import annotations
@@ -50,11 +60,72 @@ def tta_logits(model: torch.nn.Module, x: torch.Tensor, level: int,
     return torch.einsum("v,vnk->nk", weights, out)
 
 
-def selective_tta_logits(model: torch.nn.Module, x: torch.Tensor, level: int,
-                         below: float) -> torch.Tensor:
+def eval_batch(eval_batch_size: int, level: int) -> int:
+    """Images per evaluation batch at TTA ``level``: their views go through the
+    net together, as many rows per forward as ``eval_batch_size`` images of one view."""
+    return max(1, eval_batch_size // len(TTA_WEIGHTS[level]))
+
+
+# Device types on which selective TTA pads the unsure set unless told
+# (``pad``): CUDA, where cuDNN autotunes each new shape. Tests add "cpu".
+PAD_DEVICES = frozenset({"cuda"})
+
+# The smallest padded size of an unsure set. Below it a GPU forward of these
+# small images costs about the same whatever the batch (launch-bound), so
+# finer sizes would only add shapes to warm up.
+MIN_BUCKET = 8
+
+
+def bucket_sizes(cap: int) -> tuple[int, ...]:
+    """The sizes an unsure set of at most ``cap`` images is padded to: the
+    powers of two from :data:`MIN_BUCKET` below ``cap``, then ``cap`` itself
+    (so a set never grows past the full batch: at most twice its size)."""
+    sizes, m = [], MIN_BUCKET
+    while m < cap:
+        sizes.append(m)
+        m *= 2
+    return (*sizes, cap)
+
+
+def bucket(n: int, cap: int) -> int:
+    """The smallest of :func:`bucket_sizes` (``cap``) that holds ``n`` images (``n`` <= ``cap``)."""
+    if not 0 < n <= cap:
+        raise ValueError(f"unsure set of {n} images: must be 1 to the cap, {cap}")
+    return next(m for m in bucket_sizes(cap) if m >= n)
+
+
+def pad_rows(t: torch.Tensor, size: int) -> torch.Tensor:
+    """``t`` grown to ``size`` rows with copies of its first row: real pixels,
+    so the pad holds no NaN or denormal that could slow a kernel down."""
+    return torch.cat([t, t[:1].expand(size - len(t), *t.shape[1:])])
+
+
+def _unsure_logits(model: torch.nn.Module, x: torch.Tensor, first: torch.Tensor, pick: torch.Tensor,
+                   level: int, size: int) -> torch.Tensor:
+    """:func:`tta_logits` of the images ``x[pick]``, computed on ``size`` rows
+    (``pick`` padded with :func:`pad_rows`) and the pad's rows dropped."""
+    hard, known = x[pick], first[pick]
+    if size > len(pick):
+        hard, known = pad_rows(hard, size), pad_rows(known, size)
+    out = tta_logits(model, hard.contiguous(memory_format=torch.channels_last), level, first=known)
+    return out[: len(pick)]
+
+
+def _padding(x: torch.Tensor, pad: bool | None) -> bool:
+    return x.device.type in PAD_DEVICES if pad is None else pad
+
+
+def selective_tta_logits(model: torch.nn.Module, x: torch.Tensor, level: int, below: float,
+                         cap: int | None = None, pad: bool | None = None) -> torch.Tensor:
     """One view for every image; the TTA views (:func:`tta_logits`) only for
     the images whose one-view top probability is below ``below``. A row's
-    result depends on that row alone, so batching does not change a prediction."""
+    result depends on that row alone, so batching does not change a prediction.
+
+    ``pad`` (default: on CUDA only, :data:`PAD_DEVICES`) pads the unsure set to :func:`bucket`
+    (n, ``cap``) rows, ``cap`` being the largest batch the caller passes
+    (default, and at least, ``len(x)``): a few fixed shapes for cuDNN's
+    autotuning instead of one per count. Off on the CPU, where nothing is
+    autotuned and every padded row costs its full compute."""
     if level == 0 or below >= 1.0:
         return tta_logits(model, x, level)
     with nvtx.annotate("tta_one_view", domain=NVTX_DOMAIN):
@@ -62,6 +133,30 @@ def selective_tta_logits(model: torch.nn.Module, x: torch.Tensor, level: int,
     pick = (first.float().softmax(1).amax(1) < below).nonzero().squeeze(1)
     if len(pick) == 0:
         return first
-    hard = x[pick].contiguous(memory_format=torch.channels_last)
-    out = tta_logits(model, hard, level, first=first[pick])
+    size = bucket(len(pick), max(cap or 0, len(x))) if _padding(x, pad) else len(pick)
+    out = _unsure_logits(model, x, first, pick, level, size)
     return first.to(out.dtype).index_copy(0, pick, out)
+
+
+@torch.no_grad()
+def warm_up_selective_tta(model: torch.nn.Module, images: torch.Tensor, batch: int, level: int,
+                          below: float, pad: bool | None = None) -> None:
+    """Run once every input shape that an evaluation of ``images`` in batches
+    of ``batch`` through :func:`selective_tta_logits` (cap ``batch``, ``pad``)
+    can meet, whichever images turn out unsure: its first (full) batch and
+    its last (partial) one as the evaluation runs them, then, padding, the
+    views of an unsure set of each of :func:`bucket_sizes`. cuDNN autotunes
+    each shape here, in the warm-up, not in the evaluation on the clock. The
+    caller's autocast applies."""
+    batches = [images[:batch]]
+    if len(images) > batch and len(images) % batch:  # a partial last batch: a shape of its own
+        batches.append(images[len(images) // batch * batch:])
+    for x in batches:
+        selective_tta_logits(model, x, level, below, batch, pad)
+    full = batches[0]
+    if level == 0 or below >= 1.0 or not _padding(full, pad):
+        return  # no unsure set (every view for every image), or its shapes are the data's
+    first = model(full)
+    for size in bucket_sizes(batch):
+        pick = torch.arange(min(size, len(full)), device=full.device)  # stands in for the unsure
+        _unsure_logits(model, full, first, pick, level, size)
