@@ -87,12 +87,16 @@ def load_data(data_dir: str | None) -> ImageNetData:
     return ImageNetData(Path(str(data_dir)), train, val)
 
 
-def make_loader(source: ImageSource, cfg: Config, w: World, global_batch: int) -> ImageNetLoader:
+def make_loader(source: ImageSource, cfg: Config, w: World, global_batch: int,
+                device: torch.device | None = None) -> ImageNetLoader:
     """One rank's loader of ``source``. Training takes the rank's share of each
     global batch; evaluation passes ``global_batch=w.size`` (its batches are per
-    rank, ``val_batches``' own argument)."""
+    rank, ``val_batches``' own argument). Batches bound for a CUDA ``device``
+    are built in pinned memory, so that :func:`normalised`'s non-blocking copy
+    does not make the host wait each step (loader.host_buffer)."""
+    pin = device is not None and device.type == "cuda"
     return ImageNetLoader(source, global_batch=global_batch, seed=cfg.seed, rank=w.rank, world_size=w.size,
-                          threads=cfg.loader_threads or None, skip_bad=cfg.skip_bad)
+                          threads=cfg.loader_threads or None, skip_bad=cfg.skip_bad, pin_memory=pin)
 
 
 @functools.cache
@@ -181,8 +185,8 @@ class Trainer:
             raise DataError(f"--batch-size {cfg.batch_size}: larger than the {len(data.train)} "
                             "training images")
         # Both loaders live as long as the run (each owns a pool of decoding threads).
-        self.loader = make_loader(data.train, cfg, self.world, cfg.batch_size)
-        self.val_loader = make_loader(data.val, cfg, self.world, self.world.size)
+        self.loader = make_loader(data.train, cfg, self.world, cfg.batch_size, device)
+        self.val_loader = make_loader(data.val, cfg, self.world, self.world.size, device)
         self.skipped = 0  # unreadable images reported so far (skip_bad)
         self.epoch_steps = epoch_steps(cfg.epochs, lambda e: self.loader.steps_per_epoch)
         self.total_steps = sum(self.epoch_steps)
@@ -278,7 +282,7 @@ class Trainer:
         cfg, net = self.cfg, self.net
         average_bn_statistics(net, self.world)  # every rank evaluates the same model
         net.eval()
-        batches = ((normalised(x, self.device), y.to(self.device))
+        batches = ((normalised(x, self.device), y.to(self.device, non_blocking=True))
                    for x, y, _ in self.val_loader.val_batches(cfg.val_res, cfg.eval_batch_size))
         with torch.no_grad(), autocast(cfg.precision, self.device):
             top1, top5 = accuracy(lambda x: logits(net, x, tta), islice(batches, max_batches), top5=True)

@@ -15,7 +15,12 @@ dropped, shards differ by at most one image) in order, centre crops.
 Images come back as a uint8 tensor (b, 3, size, size) in channels_last
 memory (NHWC storage: the layout the decoder writes and the convolutions
 want), labels and global indices as int64 (b,). Normalisation is left to the
-trainer, on the device, where it is fused and free.
+trainer, on the device, where it is fused and free. With ``pin_memory`` (a
+trainer on CUDA) images and labels are built in pinned (page-locked) host
+memory: PyTorch's ``.to(cuda, non_blocking=True)`` from pageable memory
+stages the copy and makes the host wait for it, a synchronisation each step;
+from pinned memory it is queued and the host goes on (data/host_copy.py says
+the same of CIFAR's per-step host data).
 
 Work is spread over a thread pool: Pillow releases the GIL while it decodes
 and the resize kernel is compiled with ``nogil``, so threads run in parallel
@@ -64,6 +69,14 @@ def default_threads() -> int:
         return os.cpu_count() or 1
 
 
+def host_buffer(shape: tuple[int, ...], dtype: torch.dtype, pin: bool) -> torch.Tensor:
+    """An empty host tensor, pinned with ``pin`` (every buffer the loader hands
+    out is made here). The caching host allocator keeps a pinned block from
+    reuse until the copies queued from it have run, so a batch may be dropped
+    as soon as its non-blocking copy is queued."""
+    return torch.empty(shape, dtype=dtype, pin_memory=pin)
+
+
 def _check_size(size: int) -> None:
     if size < 1:
         raise ValueError(f"size {size}: the output side must be a positive number of pixels")
@@ -76,11 +89,13 @@ class ImageNetLoader:
     ``world_size``). ``threads``: decoding threads (default: the cores this
     process may use). ``skip_bad``: leave unreadable images out of their
     batch (which is then smaller) and list them in ``bad_files``, instead of
-    raising :class:`~.errors.BadImage`.
+    raising :class:`~.errors.BadImage`. ``pin_memory``: images and labels in
+    pinned host memory, for asynchronous copies to a GPU (needs CUDA).
     """
 
     def __init__(self, source: ImageSource, *, global_batch: int, seed: int, rank: int = 0,
-                 world_size: int = 1, threads: int | None = None, skip_bad: bool = False):
+                 world_size: int = 1, threads: int | None = None, skip_bad: bool = False,
+                 pin_memory: bool = False):
         if world_size < 1 or not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} of world_size {world_size}: need 0 <= rank < world_size")
         if global_batch < 1 or global_batch % world_size:
@@ -95,6 +110,7 @@ class ImageNetLoader:
         self.seed, self.rank, self.world_size = seed, rank, world_size
         self.threads = threads or default_threads()
         self.skip_bad = skip_bad
+        self.pin_memory = pin_memory
         self.bad_files: list[str] = []  # with skip_bad: each unreadable file once, as found
         self._labels = source.labels.numpy()
         self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="imagenet-decode")
@@ -153,7 +169,7 @@ class ImageNetLoader:
 
     def _submit(self, indices: np.ndarray, uniforms: np.ndarray | None,
                 size: int) -> tuple[np.ndarray, torch.Tensor, list[Future]]:
-        images = torch.empty((len(indices), size, size, 3), dtype=torch.uint8)
+        images = host_buffer((len(indices), size, size, 3), torch.uint8, self.pin_memory)
         out = images.numpy()
         futures = [self._pool.submit(self._fill, out, indices, uniforms, lo, min(lo + CHUNK, len(indices)))
                    for lo in range(0, len(indices), CHUNK)]
@@ -162,10 +178,12 @@ class ImageNetLoader:
     def _collect(self, indices: np.ndarray, images: torch.Tensor, futures: list[Future]) -> Batch:
         wait(futures)  # all of them, even when one raises: the others still write into ``images``
         bad = sorted(j for f in futures for j in f.result())
-        if bad:
+        if bad:  # the kept images copied into a buffer of their own: pinned too, if asked
             keep = np.setdiff1d(np.arange(len(indices)), bad)
-            indices, images = indices[keep], images[torch.from_numpy(keep)]
-        labels = torch.from_numpy(self._labels[indices])
+            kept = host_buffer((len(keep), *images.shape[1:]), images.dtype, self.pin_memory)
+            indices, images = indices[keep], torch.index_select(images, 0, torch.from_numpy(keep), out=kept)
+        labels = host_buffer((len(indices),), torch.int64, self.pin_memory)
+        labels.numpy()[:] = self._labels[indices]
         # (b, h, w, 3) storage seen as (b, 3, h, w): channels_last, no copy
         return images.permute(0, 3, 1, 2), labels, torch.from_numpy(np.ascontiguousarray(indices))
 
