@@ -53,11 +53,12 @@ PLACEHOLDER_CHARS = set("<>*{}$?[]|")
 # citation is mended; the test fails on an entry that no longer occurs, so the
 # list never hides a stale exception.
 KNOWN_MISSING: set[str] = {
-    # docs/ROOFLINE.md (not ours to edit here) names the test that checks
-    # roofline/ for import cycles by a file name that does not exist.
+    # docs/ROOFLINE.md names the test that checks roofline/ for import cycles
+    # by a file name that does not exist (tests/test_house.py checks cycles).
     "docs/ROOFLINE.md: tests/test_roofline_layout.py",
-    # Docstrings (code) citing CUDA headers that do not exist: the shared math
-    # lives in csrc/augment_math.cuh and csrc/bn_act_math.cuh (issue 29).
+    # Docstrings citing CUDA headers that do not exist: the kernels are
+    # csrc/augment.cu and csrc/bn_act.cu, their shared math csrc/augment_math.cuh
+    # and csrc/bn_act_math.cuh (issue 29 names these two).
     "kernels/augment.py: csrc/augment.cuh",
     "kernels/bn_act.py: csrc/bn_act.cuh",
 }
