@@ -5,7 +5,7 @@ csrc: ``dawnbench::csrc_pool_bn_act_fwd`` / ``_bwd`` (cpu_fused_bn.cpp).
 Reference: ``layer_ops.bn_act(F.max_pool2d(x, 2), bn, act)``. Why fused: the
 separate ops made 5 passes over memory forward (pool, its int64 indices,
 statistics, normalise) and 4 backward, and ATen's bf16 max-pool and its
-backward ran at 1-2 GB/s here (docs/PERFORMANCE.md). Fused: forward reads x
+backward ran at 1-2 GB/s here (docs/journal/, the fused passes' period). Fused: forward reads x
 once to write the pooled tensor, a one-byte argmax code per pooled element and
 the batch statistics, then one pass normalises and activates; backward is one
 reduction pass over (pooled, dy) and one pass writing the full-size dx. Only

@@ -14,7 +14,7 @@ Faces of the op:
   ``torch``; imported here as ``reference``);
 - Triton (this module): ``augment_kernel`` as ``dawnbench::augment``;
 - CUDA C++: ``dawnbench_fast.csrc.ops.augment`` (``dawnbench::csrc_augment``,
-  csrc/augment.cuh);
+  csrc/augment.cu, csrc/augment_math.cuh);
 - CPU: the OpenMP build of that same C++ (``csrc.ops.augment`` on CPU
   tensors; bit-identical to the reference), registered for ``--kernels cpu``
   by csrc/cpu_ops.py; also a numba kernel, ``data.augment_cpu.augment_cpu``,

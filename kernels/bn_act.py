@@ -11,7 +11,7 @@ Faces of the op:
   (y = act(x*scale + shift)), :mod:`.bn_act_backward` (reduce + apply, with
   the 2x2 max-pool scatter the conv group needs), :mod:`.activations`;
 - CUDA C++: ``dawnbench_fast.csrc.ops.bn_act`` (custom ops
-  ``dawnbench::csrc_bn_act_fwd`` / ``_bwd``, csrc/bn_act.cuh);
+  ``dawnbench::csrc_bn_act_fwd`` / ``_bwd``, csrc/bn_act.cu, csrc/bn_act_math.cuh);
 - CPU: the OpenMP build of that same C++ (``csrc.ops.bn_act`` on CPU tensors),
   registered for ``--kernels cpu`` by csrc/cpu_ops.py.
 Tests: tests/ops/test_bn_act.py. Costs: kernels/costs.py.

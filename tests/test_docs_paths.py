@@ -52,16 +52,7 @@ PLACEHOLDER_CHARS = set("<>*{}$?[]|")
 # Each entry is 'where: path'. Remove an entry when its file exists or its
 # citation is mended; the test fails on an entry that no longer occurs, so the
 # list never hides a stale exception.
-KNOWN_MISSING: set[str] = {
-    # docs/ROOFLINE.md names the test that checks roofline/ for import cycles
-    # by a file name that does not exist (tests/test_house.py checks cycles).
-    "docs/ROOFLINE.md: tests/test_roofline_layout.py",
-    # Docstrings citing CUDA headers that do not exist: the kernels are
-    # csrc/augment.cu and csrc/bn_act.cu, their shared math csrc/augment_math.cuh
-    # and csrc/bn_act_math.cuh (issue 29 names these two).
-    "kernels/augment.py: csrc/augment.cuh",
-    "kernels/bn_act.py: csrc/bn_act.cuh",
-}
+KNOWN_MISSING: set[str] = set()  # every cited path exists; add one here only with a reason
 
 _URL = re.compile(r"[a-z][a-z0-9+.-]*://\S+|\bwww\.\S+", re.IGNORECASE)
 _STOP = r"[^\s`'\"(),;|]*"  # the token's rest: up to a space, quote, backtick, bracket or separator
