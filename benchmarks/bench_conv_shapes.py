@@ -8,11 +8,11 @@ For each 3x3 convolution of the net (padding 1, bf16, channels_last, the
 recipe's batch ``BENCH_BATCH``, default 1536 as in ``--recipe hiverge``):
 the forward, the weight gradient and the input gradient, each as one ATen
 call, and ``wgrad_dpbf16``: the ``cpu`` backend's own weight gradient
-(csrc/cpu_conv_wgrad.cpp, its default where it applies; skipped without the
+(csrc/conv_group_wgrad_cpu.cpp, its default where it applies; skipped without the
 C++ build or AVX-512 BF16), and for the three convs whose output feeds a 2x2
 max-pool (24->64 @31, 64->256 @15, 256->256 @7), ``wgrad_pooled_dpbf16`` and
 ``wgrad_pooled_sparse``: the dense kernel and the backend's before-pool
-variant (csrc/cpu_conv_wgrad_pooled.cpp, the default there) on a real
+variant (csrc/conv_group_wgrad_pooled_cpu.cpp, the default there) on a real
 max-pool gradient (one nonzero per window and channel). ``extra_info``: GFLOP
 (2 x multiply-accumulates of the direct form, padding taps included, the same
 count for every weight gradient, so the GFLOP/s of the sparse variant is the

@@ -1,5 +1,5 @@
 """The fused memory-bound passes of the ``cpu`` backend's conv group, old vs
-new (csrc/cpu_fused_bn.cpp, pool_bn_act.py), under pytest-benchmark:
+new (csrc/bn_act_pool_cpu.cpp, pool_bn_act.py), under pytest-benchmark:
 
 - ops (``test_ops``): at the CIFAR net's six BN layers (batch
   ``BENCH_BATCH``, bf16 channels_last): after conv1, ATen's max-pool + csrc

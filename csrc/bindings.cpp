@@ -8,7 +8,7 @@
 //
 // The CPU kernels are linked in once per target instruction set (csrc/build.py
 // says which with -DDBF_HAVE_CPU_<NAME>): "baseline" (portable: x86-64 or the
-// compiler's default elsewhere) and "avx512" (cpu_vec.h's vector forms), or a
+// compiler's default elsewhere) and "avx512" (bn_act_vec.h's vector forms), or a
 // single "march" copy when DAWNBENCH_MARCH asked for -march=<it>. This file is
 // compiled for the baseline target, and calls the copy chosen at import: the
 // best one this CPU runs, or the one DAWNBENCH_CPU_PATH names.
@@ -105,7 +105,7 @@ void set_cpu_path(const std::string& name) {
   if (chosen == nullptr)
     throw std::invalid_argument("CPU path '" + name + "' is not in this build (built: " + built +
                                 "; or auto)");
-  // The NHWC switch is per copy (a global in each copy of cpu_fused_bn.cpp):
+  // The NHWC switch is per copy (a global in each copy of bn_act_pool_cpu.cpp):
   // carry it over so that a switch of copies changes nothing else.
   if (g_cpu != nullptr) chosen->set_nhwc_kernels_enabled(g_cpu->nhwc_kernels_enabled());
   g_cpu = chosen;

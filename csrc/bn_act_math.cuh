@@ -1,6 +1,6 @@
 // Per-element and per-channel math of BatchNorm (training or eval) followed by
 // an activation, forward and backward. The loops live in bn_act.cu (GPU) and
-// cpu_bn_act.cpp (OpenMP); both call only these functions, so the two builds
+// bn_act_cpu.cpp (OpenMP); both call only these functions, so the two builds
 // compute the same formulas.
 //
 // Forward:  z = (x - mean[c]) * scale[c] + bias[c]  with scale = w * invstd

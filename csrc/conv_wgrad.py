@@ -1,4 +1,4 @@
-"""The ``cpu`` backend's 3x3 conv weight gradient (csrc/cpu_conv_wgrad.cpp:
+"""The ``cpu`` backend's 3x3 conv weight gradient (csrc/conv_group_wgrad_cpu.cpp:
 AVX-512 BF16 ``vdpbf16ps``, fp32 accumulation), offered to the cpu conv group
 as its ``dpbf16`` method (models/conv_cpu.py may not import csrc, so this
 module hands the kernel to it).
@@ -104,7 +104,7 @@ def _(x, g, w):
 def conv3x3_wgrad_pooled(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """conv3x3_wgrad for a conv whose output feeds a 2x2 / stride-2 max-pool:
     dY then holds at most one nonzero per pool window and channel, and only
-    those are summed (fp32 FMAs over x in fp32, csrc/cpu_conv_wgrad_pooled.cpp;
+    those are summed (fp32 FMAs over x in fp32, csrc/conv_group_wgrad_pooled_cpu.cpp;
     about a quarter of the products). Where dY is not such a gradient the
     kernel says so and the dense kernel runs instead, so the result is always
     dW; the numerics differ from the dense kernel's by the summation order."""

@@ -37,7 +37,7 @@ void bn_act_backward(int dtype, const void* x, const void* dy, void* dx, const f
                      int training, int act);
 
 // BatchNorm + activation on NHWC tensors of fp32 or bf16, optionally fused
-// with the 2x2 max-pool before it (cpu_fused_bn.cpp). Forward: x is
+// with the 2x2 max-pool before it (bn_act_pool_cpu.cpp). Forward: x is
 // (N, H, W, C); with pool, pooled and codes (N, H/2, W/2, C) are written
 // (codes: argmax 0..3 of each window, row-major) and y is pooled-sized.
 // Backward: dy is y-sized; dx is x-sized (zeros where no window's max was).
@@ -62,7 +62,7 @@ void augment(int dtype, const unsigned char* padded, const long long* indices, c
 int gemm_mma_emulated(int dtype, const void* A, const void* B, float* C, int M, int N, int K,
                       int lda, int ldb, int ldc);
 
-// Weight gradient of a 3x3 / stride 1 / padding 1 conv (cpu_conv_wgrad.cpp):
+// Weight gradient of a 3x3 / stride 1 / padding 1 conv (conv_group_wgrad_cpu.cpp):
 // x (N, H, W, I) and dy (N, H, W, O) bf16 NHWC; dw (3, 3, I, O) fp32;
 // xp and dyp workspaces of ceil(N/2)*H*W*I and *O uint32. Returns 0, or 1
 // where this copy or CPU has no AVX-512 BF16 or O is not a multiple of 16.
@@ -72,7 +72,7 @@ int conv3x3_wgrad_bf16(const uint16_t* x, const uint16_t* dy, float* dw, uint32_
 
 // The same weight gradient where the conv's output feeds a 2x2 / stride-2
 // max-pool, so dy holds at most one nonzero per pool window and channel
-// (cpu_conv_wgrad_pooled.cpp): only those are summed, in fp32. dw (O, 3, 3, I)
+// (conv_group_wgrad_pooled_cpu.cpp): only those are summed, in fp32. dw (O, 3, 3, I)
 // fp32. Returns 0; 1 where this copy has no AVX-512 or O is not a multiple of
 // 16 or the map is under 2x2; 2 where dy is not such a gradient (a window
 // with two nonzeros in a channel, or a nonzero outside every window): dw is

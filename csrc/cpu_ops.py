@@ -32,7 +32,7 @@ from dawnbench_fast import dispatch
 from dawnbench_fast.csrc import conv_wgrad, native, ops, pool_bn_act  # noqa: F401
 from dawnbench_fast.machine import cpu_flags
 
-_AVX512 = ("avx512f", "avx512bw", "avx512vl")  # what cpu_vec.h's DBF_VEC forms need
+_AVX512 = ("avx512f", "avx512bw", "avx512vl")  # what bn_act_vec.h's DBF_VEC forms need
 
 
 def build_isa_reason(path: str, vectorised: bool, flags: set[str], machine: str) -> str | None:

@@ -1,8 +1,8 @@
 // Tensor-core GEMM tile kernel: C (fp32) = A @ B with A, B fp16 or bf16,
 // row-major, any M, N, K (edges zero-filled). Uses mma.sync.m16n8k16 through
 // inline PTX, so it needs no CUDA header and compiles under NVRTC as it does
-// under nvcc (sm_80 and newer). Tile geometry: mma_tile.cuh.
-#include "mma_tile.cuh"
+// under nvcc (sm_80 and newer). Tile geometry: gemm_mma_tile.cuh.
+#include "gemm_mma_tile.cuh"
 
 namespace dbf {
 namespace gemm {

@@ -1,6 +1,6 @@
 """2x2 max-pool + BatchNorm + activation as one CPU op (the first half of a
 conv group after its first convolution), on the CPU (OpenMP/AVX-512) build of
-csrc: ``dawnbench::csrc_pool_bn_act_fwd`` / ``_bwd`` (cpu_fused_bn.cpp).
+csrc: ``dawnbench::csrc_pool_bn_act_fwd`` / ``_bwd`` (bn_act_pool_cpu.cpp).
 
 Reference: ``layer_ops.bn_act(F.max_pool2d(x, 2), bn, act)``. Why fused: the
 separate ops made 5 passes over memory forward (pool, its int64 indices,

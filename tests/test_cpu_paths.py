@@ -39,7 +39,7 @@ def test_default_build_is_portable(monkeypatch):
     x86 = build.cpu_copies("x86_64")
     assert [name for name, _ in x86] == ["baseline", "avx512"]  # baseline first: the link order
     assert x86[0][1] == ["-march=x86-64", "-mtune=generic"]
-    assert {"-mavx512f", "-mavx512bw", "-mavx512vl"} <= set(x86[1][1])  # what cpu_vec.h needs
+    assert {"-mavx512f", "-mavx512bw", "-mavx512vl"} <= set(x86[1][1])  # what bn_act_vec.h needs
     assert not any(f.startswith("-march=") and f != "-march=x86-64" for f in _all_flags("x86_64"))
     # elsewhere: one copy, the compiler's default target
     assert build.cpu_copies("aarch64") == [("baseline", [])]

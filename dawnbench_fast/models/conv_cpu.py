@@ -4,7 +4,7 @@ backend's fused max-pool + BN + activation when its ``bn_act`` op offers one
 (``bn_act.pooled``: csrc/pool_bn_act.py; this floor may not import csrc).
 
 Weight-gradient methods for dW (Cout x Cin*9):
-- ``dpbf16``: the backend's AVX-512 BF16 kernel (csrc/cpu_conv_wgrad.cpp,
+- ``dpbf16``: the backend's AVX-512 BF16 kernel (csrc/conv_group_wgrad_cpu.cpp,
   handed over by csrc/conv_wgrad.py through :func:`provide_wgrad`): bf16 in,
   fp32 sums, the border taps skipped rather than multiplied by padding;
 - ``aten``: torch's convolution_backward in the input dtype;

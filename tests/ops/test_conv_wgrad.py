@@ -1,5 +1,5 @@
 """The cpu backend's AVX-512 BF16 3x3 conv weight gradient
-(csrc/cpu_conv_wgrad.cpp through csrc/conv_wgrad.py) against aten's
+(csrc/conv_group_wgrad_cpu.cpp through csrc/conv_wgrad.py) against aten's
 convolution_backward in float64 on the same bf16 values, and its place as the
 conv group's default weight-gradient method.
 

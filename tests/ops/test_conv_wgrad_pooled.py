@@ -1,5 +1,5 @@
 """The cpu backend's weight gradient for a conv before a 2x2 max-pool
-(csrc/cpu_conv_wgrad_pooled.cpp through csrc/conv_wgrad.py) against aten's
+(csrc/conv_group_wgrad_pooled_cpu.cpp through csrc/conv_wgrad.py) against aten's
 convolution_backward in float64 on the same bf16 values, its fallback to the
 dense kernel, and its place in the conv group.
 

@@ -1,4 +1,4 @@
-"""The cpu backend's fused memory-bound passes (csrc/cpu_fused_bn.cpp):
+"""The cpu backend's fused memory-bound passes (csrc/bn_act_pool_cpu.cpp):
 ``pool_bn_act`` (2x2 max-pool + BN + act, csrc/pool_bn_act.py) and the
 vectorised NHWC loops behind ``bn_act`` on channels_last fp32/bf16.
 
@@ -228,7 +228,7 @@ def test_fused_source_compiles_without_avx512():
     """The one-lane fallback (the baseline copy; DAWNBENCH_MARCH for an older CPU)."""
     args = [*build.cpu_compile_args(), "-DDBF_CPU_ISA=v3"]
     r = subprocess.run(["g++", "-fsyntax-only", *args, "-march=x86-64-v3", "-Werror",
-                        "-I", str(build.HERE), str(build.HERE / "cpu_fused_bn.cpp")],
+                        "-I", str(build.HERE), str(build.HERE / "bn_act_pool_cpu.cpp")],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
 
@@ -259,7 +259,7 @@ class _Path:
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("act", ["gelu", "silu"])
 def test_baseline_and_avx512_paths_bit_identical(dtype, act):
-    """cpu_vec.h's AVX-512 forms give the scalar code's bits, so the two copies
+    """bn_act_vec.h's AVX-512 forms give the scalar code's bits, so the two copies
     of the portable build agree exactly: fused pool, NHWC loops, old loops."""
     baseline = _other_cpu_path()
     x, bn = _input((4, 37, 13, 11), dtype, ties=True), _bn(37, True)

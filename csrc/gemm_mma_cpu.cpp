@@ -1,4 +1,4 @@
-// The tensor-core GEMM's block, warp and fragment walk (mma_tile.cuh) run on
+// The tensor-core GEMM's block, warp and fragment walk (gemm_mma_tile.cuh) run on
 // the CPU, with mma.m16n8k16 emulated from the stated fragment layouts. It
 // checks the kernel's tiling, staging and edge handling against torch without
 // a GPU; it does not prove the layouts match the hardware (only a GPU run can)
@@ -6,7 +6,7 @@
 #include <omp.h>
 
 #include "cpu_kernels.h"
-#include "mma_tile.cuh"
+#include "gemm_mma_tile.cuh"
 
 DBF_NAMESPACE_BEGIN
 namespace cpu {

@@ -1,5 +1,5 @@
 // Tile geometry of the tensor-core GEMM (gemm_mma.cu), shared with its CPU
-// emulation (cpu_gemm.cpp) so both walk the same tiles, fragments and bounds.
+// emulation (gemm_mma_cpu.cpp) so both walk the same tiles, fragments and bounds.
 //
 // C[M,N] (fp32, row-major) = A[M,K] @ B[K,N] (fp16 or bf16, row-major).
 // One thread block: 4 warps (2 x 2) computing a 64 x 64 tile of C; the K loop

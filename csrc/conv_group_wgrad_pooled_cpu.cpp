@@ -2,7 +2,7 @@
 // straight into a 2x2 / stride-2 max-pool (the first conv of each group of the
 // CIFAR net). The pool's backward leaves at most one nonzero per window and
 // channel in dY, so three quarters (or more, with an odd map's dropped last
-// row and column) of the products the dense kernel (cpu_conv_wgrad.cpp)
+// row and column) of the products the dense kernel (conv_group_wgrad_cpu.cpp)
 // computes are products with zero. This one sums only the window's nonzero:
 //
 //   dW[o, tap, i] = sum over images and pooled positions q of

@@ -1,6 +1,6 @@
 // BatchNorm + activation on NHWC (channels_last) tensors, optionally fused
 // with the 2x2 max-pool before it, in as few passes over memory as the math
-// allows (fp32/bf16 storage, fp32 math, AVX-512 through cpu_vec.h):
+// allows (fp32/bf16 storage, fp32 math, AVX-512 through bn_act_vec.h):
 //
 //   forward   pass 1  read x (full size); write the pooled tensor p and a
 //                     one-byte argmax code per pooled element; per-channel
@@ -15,7 +15,7 @@
 // Statistics cannot join pass 2: normalising needs the finished sums. The
 // sums are deterministic whatever the thread count: a fixed number of row
 // chunks, fp32 sums over blocks of rows added to per-chunk fp64 partials,
-// partials combined in chunk order. This is the order of cpu_bn_act.cpp's
+// partials combined in chunk order. This is the order of bn_act_cpu.cpp's
 // NHWC loops, and the element math is the same, so without the pool the
 // results are bit-identical to it, and with the pool bit-identical to ATen's
 // max-pool followed by it (ties keep the first window position, as ATen).
@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "cpu_kernels.h"
-#include "cpu_vec.h"
+#include "bn_act_vec.h"
 
 DBF_NAMESPACE_BEGIN
 namespace cpu {
@@ -39,7 +39,7 @@ constexpr int kChunks = 64;     // fixed row chunks of the reductions
 constexpr i64 kParallelMin = 1 << 16;
 
 // Off by default: for plain bn_act (no pool) the NHWC loops here were not
-// measurably faster than cpu_bn_act.cpp's (0.8-1.1x over the net's three
+// measurably faster than bn_act_cpu.cpp's (0.8-1.1x over the net's three
 // shapes, docs/PERFORMANCE.md); the fused pool op always uses them.
 bool g_enabled = false;
 // Seconds of the last call's two passes (benchmarks report each pass's GB/s).
@@ -171,7 +171,7 @@ void forward_sums(const void* xv, void* pv, unsigned char* codes, const Geo& g, 
 }
 
 // The forward's shift k[c]: the first src value of each channel (as
-// cpu_bn_act.cpp: no cancellation in E[x^2] - E[x]^2 when |mean| >> std).
+// bn_act_cpu.cpp: no cancellation in E[x^2] - E[x]^2 when |mean| >> std).
 template <int DT>
 void first_values(const void* xv, const Geo& g, float* k) {
   typedef typename Elem<DT>::T T;
@@ -191,7 +191,7 @@ void first_values(const void* xv, const Geo& g, float* k) {
 
 // Pass 2 of the forward: y = act((s - mean) * scale + bias) over src rows.
 // Left to g++'s vectoriser (omp simd over the shared scalar math): measured
-// 10-20% faster here than the intrinsics of cpu_vec.h, and the same bits.
+// 10-20% faster here than the intrinsics of bn_act_vec.h, and the same bits.
 template <int DT, int ACT>
 void forward_apply(const void* sv, void* yv, const float* st4, const Geo& g) {
   typedef Elem<DT> E;
