@@ -160,7 +160,14 @@ def build_optimizer(net: nn.Module, cfg: Config) -> torch.optim.SGD:
 def forward_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor, precision: str,
                  label_smoothing: float) -> torch.Tensor:
     """The step's forward under autocast and its mean label-smoothed loss over
-    the rank's share (DDP averages the ranks: the global batch's mean)."""
+    the rank's share (DDP averages the ranks: the global batch's mean).
+
+    What ``compile`` compiles, handed the DDP wrapper in a torchrun job (not
+    the inner net: DDP's forward must run for its gradient all-reduce).
+    Dynamo breaks the graph at DDP's own forward, compiles the net's forward
+    as one graph under its DDPOptimizer (split at DDP's gradient buckets, so
+    the all-reduce still overlaps the backward) and the loss as another;
+    tests/test_compile_ddp.py trains through this on two gloo processes."""
     with autocast(precision, x.device):
         out = model(x)
     return F.cross_entropy(out.float(), y, label_smoothing=label_smoothing)
@@ -176,7 +183,9 @@ class Trainer:
     """One training run of the recipe: the :class:`dawnbench_fast.task.Task`
     the loop drives. In a torchrun job the net is wrapped in DDP (its
     gradients averaged over the ranks, overlapped with the backward pass);
-    each rank reads its share of every global batch and its val shard."""
+    each rank reads its share of every global batch and its val shard. With
+    ``compile`` the step function is compiled around the DDP wrapper, a
+    tested path (:func:`forward_loss`)."""
 
     def __init__(self, cfg: Config, data: ImageNetData, device: torch.device, latency_images: int = 0):
         self.cfg, self.data, self.device, self.world = cfg, data, device, world()
