@@ -63,11 +63,11 @@ def test_conv3x3(benchmark, cin, cout, side, pass_):
         _record(benchmark, gflop, lambda: F.conv2d(x, w, padding=1))
         return
     if pass_ == "wgrad_dpbf16":
-        from dawnbench_fast.csrc import conv_wgrad
+        from dawnbench_fast.csrc import conv_group_wgrad
 
-        if not conv_wgrad.supported():
+        if not conv_group_wgrad.supported():
             pytest.skip("needs the C++ build and a CPU with AVX-512 BF16")
-        _record(benchmark, gflop, lambda: conv_wgrad.conv3x3_wgrad(x, dy, w))
+        _record(benchmark, gflop, lambda: conv_group_wgrad.conv3x3_wgrad(x, dy, w))
         return
     mask = [pass_ == "dgrad", pass_ == "wgrad", False]
     _record(benchmark, gflop, lambda: torch.ops.aten.convolution_backward(
@@ -79,9 +79,9 @@ def test_conv3x3(benchmark, cin, cout, side, pass_):
                          ids=["24to64@31", "64to256@15", "256to256@7"])
 def test_conv3x3_wgrad_pooled(benchmark, cin, cout, side, kernel):
     """The weight gradient of a conv whose output feeds a 2x2 max-pool."""
-    from dawnbench_fast.csrc import conv_wgrad
+    from dawnbench_fast.csrc import conv_group_wgrad
 
-    if not conv_wgrad.supported():
+    if not conv_group_wgrad.supported():
         pytest.skip("needs the C++ build and a CPU with AVX-512 BF16")
     benchmark.group = f"conv3x3 {cin}->{cout} @{side}, batch {BATCH}, bf16"
     x, w = _bf16_cl(BATCH, cin, side, side), _bf16_cl(cout, cin, 3, 3)
@@ -89,7 +89,7 @@ def test_conv3x3_wgrad_pooled(benchmark, cin, cout, side, kernel):
     pooled, where = F.max_pool2d(y, 2, return_indices=True)
     dy = F.max_unpool2d(torch.randn_like(pooled), where, 2, output_size=(side, side))
     dy = dy.contiguous(memory_format=torch.channels_last)
-    fn = conv_wgrad.conv3x3_wgrad_pooled if kernel == "sparse" else conv_wgrad.conv3x3_wgrad
+    fn = conv_group_wgrad.conv3x3_wgrad_pooled if kernel == "sparse" else conv_group_wgrad.conv3x3_wgrad
     gflop = 2 * BATCH * side * side * cin * cout * 9 / 1e9
     _record(benchmark, gflop, lambda: fn(x, dy, w))
 

@@ -1,5 +1,5 @@
 """The fused memory-bound passes of the ``cpu`` backend's conv group, old vs
-new (csrc/bn_act_pool_cpu.cpp, pool_bn_act.py), under pytest-benchmark:
+new (csrc/bn_act_pool_cpu.cpp, bn_act_pool.py), under pytest-benchmark:
 
 - ops (``test_ops``): at the CIFAR net's six BN layers (batch
   ``BENCH_BATCH``, bf16 channels_last): after conv1, ATen's max-pool + csrc
@@ -16,7 +16,7 @@ new (csrc/bn_act_pool_cpu.cpp, pool_bn_act.py), under pytest-benchmark:
     python -m pytest benchmarks/bench_cpu_fused_bn.py [-k "ops or group"] [--benchmark-autosave]
     python benchmarks/bench_cpu_fused_bn.py --batch 2000 --reps 5 [--what ops,group,step]   # the same
 
-"old" = ``conv_cpu.FUSED_POOL = False``; in the ops rows also the
+"old" = ``conv_group.FUSED_POOL = False``; in the ops rows also the
 extension's NHWC bn_act loops off against on (``set_nhwc_kernels_enabled``;
 the group and step rows leave them at the default, off, as the cpu backend
 runs); everything else identical. ``BENCH_BATCH`` (default 2000),
@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from knobs import env_int
 
-from dawnbench_fast.models import conv_cpu
+from dawnbench_fast.csrc import conv_group
 from dawnbench_fast.models.layers import BatchNorm, ConvGroup
 
 BATCH = env_int("BENCH_BATCH", 2000)
@@ -50,14 +50,14 @@ GROUPS = [(24, 64, 31), (64, 256, 15), (256, 256, 7)]
 @pytest.fixture
 def variant(native_build):
     """Switches old/new (``set(new, loops)``) and restores the defaults after."""
-    fused, nhwc = conv_cpu.FUSED_POOL, native_build.nhwc_kernels_enabled()
+    fused, nhwc = conv_group.FUSED_POOL, native_build.nhwc_kernels_enabled()
 
     def set_variant(new: bool, loops: bool) -> None:
-        conv_cpu.FUSED_POOL = new
+        conv_group.FUSED_POOL = new
         native_build.set_nhwc_kernels_enabled(new if loops else nhwc)
 
     yield set_variant
-    conv_cpu.FUSED_POOL = fused
+    conv_group.FUSED_POOL = fused
     native_build.set_nhwc_kernels_enabled(nhwc)
 
 
@@ -94,8 +94,8 @@ LAYER_IDS = [f"{'pool+' if p else ''}bn+gelu-{c}x{s if p else s // 2}" for c, s,
 @pytest.mark.parametrize("direction", ["fwd", "fwd+bwd"])
 @pytest.mark.parametrize("c,side,pool", LAYERS, ids=LAYER_IDS)
 def test_ops(benchmark, native_build, variant, copy_gbs, which, direction, c, side, pool):
-    from dawnbench_fast.csrc import ops
-    from dawnbench_fast.csrc.pool_bn_act import pool_bn_act
+    from dawnbench_fast.csrc.bn_act import bn_act
+    from dawnbench_fast.csrc.bn_act_pool import pool_bn_act
 
     hw = side if pool else side // 2
     gen = torch.Generator().manual_seed(0)
@@ -105,9 +105,9 @@ def test_ops(benchmark, native_build, variant, copy_gbs, which, direction, c, si
     if which == "new" and pool:
         fn = lambda x: pool_bn_act(x, bn, "gelu")  # noqa: E731
     elif pool:
-        fn = lambda x: ops.bn_act(F.max_pool2d(x, 2), bn, "gelu")  # noqa: E731
+        fn = lambda x: bn_act(F.max_pool2d(x, 2), bn, "gelu")  # noqa: E731
     else:
-        fn = lambda x: ops.bn_act(x, bn, "gelu")  # noqa: E731
+        fn = lambda x: bn_act(x, bn, "gelu")  # noqa: E731
     variant(which == "new", loops=True)
     y = fn(x.detach())
     g = torch.randn(y.shape, generator=gen).bfloat16().contiguous(memory_format=torch.channels_last)
@@ -123,17 +123,17 @@ def test_ops(benchmark, native_build, variant, copy_gbs, which, direction, c, si
 @pytest.mark.parametrize("which", ["old", "new"])
 @pytest.mark.parametrize("cin,cout,side", GROUPS, ids=[f"{a}->{b}@{s}" for a, b, s in GROUPS])
 def test_group(benchmark, native_build, variant, which, cin, cout, side):
-    from dawnbench_fast.csrc import ops
+    from dawnbench_fast.csrc.bn_act import bn_act
 
     gen = torch.Generator().manual_seed(1)
     grp = copy.deepcopy(ConvGroup(cin, cout))
-    grp.bn_act = ops.bn_act
+    grp.bn_act = bn_act
     x = torch.randn(BATCH, cin, side, side, generator=gen).bfloat16()
     x = x.contiguous(memory_format=torch.channels_last).requires_grad_()
 
     def step():
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            y = conv_cpu.conv_group_cpu(grp, x)
+            y = conv_group.conv_group_cpu(grp, x)
         y.float().sum().backward()
 
     variant(which == "new", loops=False)
@@ -143,12 +143,13 @@ def test_group(benchmark, native_build, variant, which, cin, cout, side):
 
 @pytest.mark.parametrize("which", ["old", "new"])
 def test_step(benchmark, cifar10, native_build, variant, which):
-    from dawnbench_fast.cifar import Config, Trainer, prepare_data
+    from dawnbench_fast.cifar import CifarTask, Config
+    from dawnbench_fast.data.cifar10_device import prepare_data
     from dawnbench_fast.precision import with_resolved_precision
 
     cfg = dataclasses.replace(Config(), subset=BATCH * 3, batch_size=BATCH, kernels="cpu")
     cfg, _ = with_resolved_precision(cfg, torch.device("cpu"))
-    t = Trainer(cfg, prepare_data(cifar10, cfg, torch.device("cpu")), torch.device("cpu"), "cpu")
+    t = CifarTask(cfg, prepare_data(cifar10, cfg, torch.device("cpu")), torch.device("cpu"), "cpu")
     t.init_model()
     batches = list(t.epoch_batches(0))
     variant(which == "new", loops=False)

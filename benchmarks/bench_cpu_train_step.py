@@ -22,7 +22,7 @@ from knobs import env_int
 
 from dawnbench_fast import dispatch
 from dawnbench_fast.cifar import Config, Trainer, prepare_data
-from dawnbench_fast.models import conv_cpu
+from dawnbench_fast.csrc import conv_group
 from dawnbench_fast.precision import with_resolved_precision
 
 BATCH = env_int("BENCH_BATCH", 1000)
@@ -57,13 +57,13 @@ SHAPES = [(24, 64, 31), (64, 64, 15), (64, 256, 15), (256, 256, 7), (256, 256, 3
 
 
 @pytest.mark.parametrize("cin,cout,hw", SHAPES)
-@pytest.mark.parametrize("method", conv_cpu.WGRAD_METHODS)
+@pytest.mark.parametrize("method", conv_group.WGRAD_METHODS)
 def test_conv_weight_gradient(benchmark, cin, cout, hw, method):
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(BATCH, cin, hw, hw, generator=gen).bfloat16().to(memory_format=torch.channels_last)
     g = torch.randn(BATCH, cout, hw, hw, generator=gen).bfloat16().to(memory_format=torch.channels_last)
     w = torch.randn(cout, cin, 3, 3, generator=gen).bfloat16().to(memory_format=torch.channels_last)
-    fn = conv_cpu._METHODS[method]
+    fn = conv_group._METHODS[method]
     fn(x, g, w)
     benchmark.group = f"conv weight gradient {cin}->{cout} @ {hw}, batch {BATCH}, bf16"
     benchmark.pedantic(lambda: fn(x, g, w), rounds=ROUNDS, iterations=1)

@@ -46,9 +46,9 @@ LATENCY_CALLS = 200  # one-image passes per round: a single pass is ~0.1 ms
 
 
 def _bn_act_impl(name: str):
-    from dawnbench_fast.csrc import ops
+    from dawnbench_fast.csrc import bn_act as csrc_bn_act
 
-    return {"torch": bn_act, "csrc": ops.bn_act}[name]
+    return {"torch": bn_act, "csrc": csrc_bn_act.bn_act}[name]
 
 
 def _timed(benchmark, fn, iterations: int = 1) -> None:
@@ -110,13 +110,13 @@ def augment_inputs():
 @pytest.mark.parametrize("impl", ["torch", "numba", "csrc"])
 @pytest.mark.parametrize("batch", AUG_BATCHES)
 def test_augment(benchmark, native_build, augment_inputs, impl, batch):
-    from dawnbench_fast.csrc import ops
+    from dawnbench_fast.csrc import augment as csrc_augment
     from dawnbench_fast.data.augment_cpu import augment_cpu
 
     padded, scale, shift, order = augment_inputs
     idx = torch.from_numpy(order[:batch])
     p = A.augment_params(0, 1, idx.numpy())
-    fn = {"torch": A.augment_torch, "numba": augment_cpu, "csrc": ops.augment}[impl]
+    fn = {"torch": A.augment_torch, "numba": augment_cpu, "csrc": csrc_augment.augment}[impl]
     # same result as the reference before it is timed
     assert torch.equal(fn(padded, idx, p, scale, shift), A.augment_torch(padded, idx, p, scale, shift))
     benchmark.group = f"augment translate 2 + flip, fp32 out, batch {batch}"

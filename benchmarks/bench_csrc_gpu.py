@@ -49,15 +49,16 @@ def _implementation(impl: str, op: str, torch_fn, csrc_fn):
         if reason is not None:
             pytest.skip(f"triton: {reason}")
         return dispatch.get_op(op, "triton")
-    from dawnbench_fast.csrc import cupy_path, ops
+    from dawnbench_fast.csrc import cupy_path
+    from dawnbench_fast.csrc import engine as csrc_engine
 
     engine = impl.removeprefix("csrc-")
-    reason = ops._extension_reason() if engine == "extension" else cupy_path.unavailable_reason()
+    reason = csrc_engine._extension_reason() if engine == "extension" else cupy_path.unavailable_reason()
     if reason is not None:
         pytest.skip(f"{impl}: {reason}")
 
     def pinned(*args, **kwargs):
-        ops._ENGINE["cuda"] = engine
+        csrc_engine._ENGINE["cuda"] = engine
         return csrc_fn(*args, **kwargs)
     return pinned
 
@@ -77,10 +78,10 @@ def _timed(benchmark, fn) -> float:
 
 @pytest.mark.parametrize("impl", IMPLS)
 def test_bn_act(benchmark, impl):
-    from dawnbench_fast.csrc import ops
+    from dawnbench_fast.csrc import bn_act as csrc_bn_act
     from dawnbench_fast.models.layers import BatchNorm, bn_act
 
-    fn = _implementation(impl, "bn_act", bn_act, ops.bn_act)
+    fn = _implementation(impl, "bn_act", bn_act, csrc_bn_act.bn_act)
     layers = []
     for c, side in [(64, 15), (64, 15), (256, 7), (256, 7), (256, 3), (256, 3)]:
         x = torch.randn(BATCH, c, side, side, device="cuda").to(torch.bfloat16)
@@ -100,7 +101,7 @@ def test_bn_act(benchmark, impl):
 
 @pytest.mark.parametrize("impl", IMPLS)
 def test_augment(benchmark, impl):
-    from dawnbench_fast.csrc import ops
+    from dawnbench_fast.csrc import augment as csrc_augment
     from dawnbench_fast.data import augment as A
 
     rng = np.random.default_rng(0)
@@ -110,7 +111,7 @@ def test_augment(benchmark, impl):
     idx = torch.from_numpy(rng.permutation(50_000)[:BATCH]).cuda()
     p = A.augment_params(0, 1, idx.cpu().numpy())
     fn = _implementation(impl, "augment",
-                         lambda *a, out_dtype: A.augment_torch(*a).to(out_dtype), ops.augment)
+                         lambda *a, out_dtype: A.augment_torch(*a).to(out_dtype), csrc_augment.augment)
     benchmark.group = f"augment -> bf16, batch {BATCH}"
     t = _timed(benchmark, lambda: fn(padded, idx, p, scale, shift, out_dtype=torch.bfloat16))
     benchmark.extra_info["images_per_s"] = BATCH / t
@@ -120,9 +121,9 @@ def test_augment(benchmark, impl):
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
 @pytest.mark.parametrize("n", [1024, 4096])
 def test_gemm(benchmark, impl, dtype, n):
-    from dawnbench_fast.csrc import ops
+    from dawnbench_fast.csrc import gemm as csrc_gemm
 
-    fn = _implementation(impl, "gemm", torch.mm, ops.gemm_mma)
+    fn = _implementation(impl, "gemm", torch.mm, csrc_gemm.gemm_mma)
     a = torch.randn(n, n, device="cuda").to(dtype)
     b = torch.randn(n, n, device="cuda").to(dtype)
     benchmark.group = f"gemm {n}^3 {str(dtype).removeprefix('torch.')}"

@@ -7,7 +7,7 @@ full run.
 
 An arm is ``RECIPE[:field=value,...]`` (the ``--set`` fields on top of the
 named recipe; ``wgrad=METHOD`` forces the conv weight-gradient method of
-models/conv_cpu.py, e.g. ``hiverge:wgrad=aten`` against ``hiverge``'s
+csrc/conv_group.py, e.g. ``hiverge:wgrad=aten`` against ``hiverge``'s
 default); ``BENCH_ARMS`` lists them, whitespace-separated (default
 ``dawnbench_fast hiverge``). Each arm gets its own trainer at its recipe's
 batch size and two warm-up steps, then ``BENCH_ROUNDS`` timed steps (default
@@ -35,8 +35,8 @@ from knobs import env_int, env_words
 
 from dawnbench_fast import dispatch
 from dawnbench_fast.cifar import RECIPES, Config, Trainer, apply_overrides
+from dawnbench_fast.csrc import conv_group
 from dawnbench_fast.data.cifar10_device import prepare_data
-from dawnbench_fast.models import conv_cpu
 from dawnbench_fast.precision import with_resolved_precision
 from dawnbench_fast.task import steps_in
 
@@ -62,7 +62,7 @@ def test_recipe_step(benchmark, cifar10, arm, monkeypatch):
     if (reason := dispatch.unavailable_reason("cpu", torch.device("cpu"))) is not None:
         pytest.skip(f"--kernels cpu unavailable here: {reason}")
     cfg, wgrad = arm_config(arm)
-    monkeypatch.setattr(conv_cpu, "FORCE", wgrad)
+    monkeypatch.setattr(conv_group, "FORCE", wgrad)
     cfg, _ = with_resolved_precision(dataclasses.replace(cfg, subset=cfg.batch_size * 3), torch.device("cpu"))
     t = Trainer(cfg, prepare_data(cifar10, cfg, torch.device("cpu")), torch.device("cpu"), "cpu")
     t.init_model()
@@ -76,7 +76,7 @@ def test_recipe_step(benchmark, cifar10, arm, monkeypatch):
     benchmark.extra_info.update(
         batch=cfg.batch_size, seconds_per_1k_images=1000 * med / cfg.batch_size, steps=steps,
         train_phase_implied_s=steps * med, threads=torch.get_num_threads(), precision=cfg.precision,
-        wgrad_methods=conv_cpu.chosen_methods() if wgrad is None else {"forced": wgrad})
+        wgrad_methods=conv_group.chosen_methods() if wgrad is None else {"forced": wgrad})
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -159,10 +159,12 @@ def faces(op: str, device: torch.device, dry_run: bool) -> list[tuple[str, Calla
             why = f"the {b} backend has no {op} of its own (the reference serves it)"
         out.append((b, None if why else dispatch.get_op(op, b), why))
     if op == "matmul" and device.type == "cuda":
-        from dawnbench_fast.csrc import ops
+        from dawnbench_fast.csrc import engine as csrc_engine
+        from dawnbench_fast.csrc import gemm as csrc_gemm
 
-        why = ops._extension_reason()
-        out.append(("cuda:gemm_mma", None if why else (lambda a, b: ops.gemm_mma(a, b).to(a.dtype)), why))
+        why = csrc_engine._extension_reason()
+        gemm_mma = None if why else (lambda a, b: csrc_gemm.gemm_mma(a, b).to(a.dtype))
+        out.append(("cuda:gemm_mma", gemm_mma, why))
     return out
 
 

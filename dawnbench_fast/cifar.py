@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from dawnbench_fast import checkpoint, cifar_eval, cli, config_file, dispatch, gpu_defaults
 from dawnbench_fast.cifar_eval import evaluate, inference_net
 from dawnbench_fast.cifar_recipe import RECIPES, CifarRecipe, apply_overrides, validate
-from dawnbench_fast.csrc import cpu_ops
+from dawnbench_fast.csrc import conv_group, engine
 from dawnbench_fast.data import augment as aug
 from dawnbench_fast.data.cifar10 import Cifar10, DataError, load_cifar10
 from dawnbench_fast.data.cifar10_device import DeviceData, prepare_data
@@ -40,7 +40,6 @@ from dawnbench_fast.data.host_copy import to_device
 from dawnbench_fast.data.progressive import epoch_side, first_epoch_of_each_side, keyed_crop
 from dawnbench_fast.data.pruning import EpochPruner
 from dawnbench_fast.distributed import allreduce_grads, average_bn_statistics, world
-from dawnbench_fast.models import conv_cpu
 from dawnbench_fast.models.cifar_net import CifarNet
 from dawnbench_fast.optim.muon import Muon
 from dawnbench_fast.optim.schedule import set_linear_decay
@@ -373,9 +372,9 @@ def run_cli(a: argparse.Namespace) -> int:
     cfg, device, w = cli.start_run(cfg)  # under torchrun: this rank's device, the group joined
     cli.check_single_process(a, w)
     if cfg.conv_wgrad != "env":
-        conv_cpu.set_wgrad_policy(cfg.conv_wgrad)
-    if cfg.deterministic and conv_cpu.wgrad_policy() == "auto":
-        conv_cpu.set_wgrad_policy("frozen")  # the cached choice, else aten: never timed afresh
+        conv_group.set_wgrad_policy(cfg.conv_wgrad)
+    if cfg.deterministic and conv_group.wgrad_policy() == "auto":
+        conv_group.set_wgrad_policy("frozen")  # the cached choice, else aten: never timed afresh
     backend = dispatch.resolve_backend(cfg.kernels, device)
     phases = Phases(device)
     with phases.timed("data_load"):
@@ -398,8 +397,8 @@ def kernel_choices(backend: str) -> dict:
     """What the cpu backend chose (run.json, checkpoints): the conv weight-gradient
     method per shape and the copy of the C++ kernels ("avx512" or "baseline")."""
     cpu = backend == "cpu"
-    return {"conv_wgrad_methods": conv_cpu.chosen_methods() if cpu else {},
-            "cpu_kernels_path": cpu_ops.cpu_path() if cpu else None}
+    return {"conv_wgrad_methods": conv_group.chosen_methods() if cpu else {},
+            "cpu_kernels_path": engine.cpu_path() if cpu else None}
 
 
 def evaluate_cli(a: argparse.Namespace) -> int:

@@ -102,7 +102,7 @@ class CifarRecipe:
     channels_last: bool = True
     threads: int = 0  # CPU threads (0 = PyTorch's default)
     deterministic: bool = False  # deterministic algorithms only, kernel choices frozen
-    # The CPU conv weight-gradient policy (models/conv_cpu.py): env = DAWNBENCH_WGRAD,
+    # The CPU conv weight-gradient policy (csrc/conv_group.py): env = DAWNBENCH_WGRAD,
     # else the fixed default (ours, with its before-pool variant, where it applies);
     # a method name forces it everywhere (e.g. aten: oneDNN's, for a lesion arm).
     conv_wgrad: str = "env"

@@ -5,18 +5,19 @@ and the one catalogue of the ops it switches.
 its reference implementation, the plain PyTorch code that *is* backend
 ``torch`` and the specification the tests compare every other backend with.
 Other backends register their implementations with :func:`register` from
-the op's module (``dawnbench_fast.kernels.<op>`` for Triton, csrc/ for the CUDA
-C++ kernels and their CPU build, models/conv_cpu.py); trainers resolve the
-user's choice once with :func:`resolve_backend`, look ops up with
-:func:`get_op`, and record :func:`op_table` in run.json.
+the op's module (``dawnbench_fast.kernels.<op>`` for Triton,
+``dawnbench_fast.csrc.<op>`` for the CUDA C++ kernels and their CPU build);
+trainers resolve the user's choice once with :func:`resolve_backend`, look
+ops up with :func:`get_op`, and record :func:`op_table` in run.json.
 
 Rules (docs/ARCHITECTURE.md, "Design rules"):
 - ``torch``: the reference ops of the catalogue.
 - ``triton``: our Triton kernels (dawnbench_fast.kernels).
 - ``cuda``: our CUDA C++ kernels (built extension, else CuPy/NVRTC).
 - ``cpu``: our CPU kernels: the C++/OpenMP build of csrc/ (bn_act, augment)
-  and the shape-tuned oneDNN convolution (conv_group). Without the C++ build
-  ``--kernels cpu`` is an error, not numba and torch in its place.
+  and the shape-tuned oneDNN convolution (conv_group, csrc/conv_group.py).
+  Without the C++ build ``--kernels cpu`` is an error, not numba and torch
+  in its place.
 - ``auto``: the first backend of :data:`AUTO_ORDER` that can run here.
 Asking for a backend that cannot run here raises :class:`KernelsUnavailable`
 with a one-line message; there is never a silent fallback. An op that a chosen
@@ -80,10 +81,12 @@ _IMPLS: dict[tuple[str, str], Callable[..., Any]] = {}
 # backend by exactly one of them; :func:`register` enforces it.
 _PROVIDERS: dict[str, list[str]] = {
     "torch": [],
-    "cpu": ["dawnbench_fast.csrc.cpu_ops", "dawnbench_fast.models.conv_cpu"],
+    "cpu": ["dawnbench_fast.csrc.engine", "dawnbench_fast.csrc.augment", "dawnbench_fast.csrc.bn_act",
+            "dawnbench_fast.csrc.conv_group"],
     "triton": ["dawnbench_fast.kernels.augment", "dawnbench_fast.kernels.bn_act",
                "dawnbench_fast.kernels.conv_group", "dawnbench_fast.kernels.gemm"],
-    "cuda": ["dawnbench_fast.csrc.ops"],
+    "cuda": ["dawnbench_fast.csrc.engine", "dawnbench_fast.csrc.augment", "dawnbench_fast.csrc.bn_act",
+             "dawnbench_fast.csrc.gemm"],
 }
 # What `auto` tries, best first, per device type: only backends measured at
 # least as fast as the reference on that device type, op for op, belong here

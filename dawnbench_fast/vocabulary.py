@@ -45,7 +45,7 @@ ACTIVATIONS: dict[str, Activation] = {
 MODEL_ACTIVATIONS: tuple[str, ...] = ("gelu", "relu", "silu")
 
 
-# The CPU conv weight-gradient methods (models/conv_cpu.py says what each is)
+# The CPU conv weight-gradient methods (csrc/conv_group.py says what each is)
 # and the policies that choose among them: the recipe's ``conv_wgrad`` field
 # and DAWNBENCH_WGRAD name them.
 WGRAD_METHODS: tuple[str, ...] = ("aten", "fp32", "im2col", "dpbf16")

@@ -13,12 +13,12 @@ Faces of the op:
 - reference: :func:`dawnbench_fast.data.augment.augment_torch` (backend
   ``torch``; imported here as ``reference``);
 - Triton (this module): ``augment_kernel`` as ``dawnbench::augment``;
-- CUDA C++: ``dawnbench_fast.csrc.ops.augment`` (``dawnbench::csrc_augment``,
-  csrc/augment.cu, csrc/augment_math.cuh);
-- CPU: the OpenMP build of that same C++ (``csrc.ops.augment`` on CPU
-  tensors; bit-identical to the reference), registered for ``--kernels cpu``
-  by csrc/cpu_ops.py; also a numba kernel, ``data.augment_cpu.augment_cpu``,
-  measured slower and registered nowhere.
+- CUDA C++ and CPU: csrc/augment.py (``dawnbench::csrc_augment``;
+  csrc/augment.cu on CUDA tensors, the OpenMP build of the same math,
+  csrc/augment_cpu.cpp, on CPU tensors: bit-identical to the reference),
+  registered for ``--kernels cuda`` and ``--kernels cpu``; also a numba
+  kernel, ``data.augment_cpu.augment_cpu``, measured slower and registered
+  nowhere.
 Tests: tests/ops/test_augment.py. Costs: kernels/costs.py.
 """
 

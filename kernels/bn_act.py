@@ -10,10 +10,11 @@ Faces of the op:
   (sums -> mean, invstd, scale, shift; running stats), :mod:`.affine_act`
   (y = act(x*scale + shift)), :mod:`.bn_act_backward` (reduce + apply, with
   the 2x2 max-pool scatter the conv group needs), :mod:`.activations`;
-- CUDA C++: ``dawnbench_fast.csrc.ops.bn_act`` (custom ops
-  ``dawnbench::csrc_bn_act_fwd`` / ``_bwd``, csrc/bn_act.cu, csrc/bn_act_math.cuh);
-- CPU: the OpenMP build of that same C++ (``csrc.ops.bn_act`` on CPU tensors),
-  registered for ``--kernels cpu`` by csrc/cpu_ops.py.
+- CUDA C++ and CPU: csrc/bn_act.py (custom ops ``dawnbench::csrc_bn_act_fwd``
+  / ``_bwd``; csrc/bn_act.cu on CUDA tensors, the OpenMP build of the same
+  math, csrc/bn_act_cpu.cpp, on CPU tensors), registered for ``--kernels
+  cuda`` and ``--kernels cpu``; fused with the 2x2 max-pool before it on the
+  CPU: csrc/bn_act_pool.py.
 Tests: tests/ops/test_bn_act.py. Costs: kernels/costs.py.
 
 The kernels are custom ops (``dawnbench::<name>``) so that profiler traces

@@ -15,8 +15,9 @@ Faces of the op:
   ``TRITON_DGRAD``/``TRITON_WGRAD`` = False switch those two GEMMs to
   ``aten.convolution_backward`` (cuDNN on a GPU);
 - CUDA C++: none (the ``cuda`` backend serves the reference);
-- CPU: ``dawnbench_fast.models.conv_cpu.conv_group_cpu`` (oneDNN with a
-  shape-tuned weight gradient), registered for ``--kernels cpu``.
+- CPU: csrc/conv_group.py (oneDNN convolutions with our weight gradient,
+  csrc/conv_group_wgrad.py, and the fused pool + BN + act), registered for
+  ``--kernels cpu``.
 Tests: tests/ops/test_conv_group.py. Costs: kernels/costs.py.
 """
 

@@ -10,8 +10,8 @@ Faces of the ops:
   :func:`gemm_reference` beside the kernel;
 - Triton (this module): the autotuned kernel of :mod:`.gemm_kernel`, as the
   custom ops ``dawnbench::gemm`` (with autograd) and ``dawnbench::gemm_axpby``;
-- CUDA C++: ``dawnbench_fast.csrc.ops.gemm_mma`` (``dawnbench::csrc_gemm_mma``,
-  mma.sync tiles), not registered for any op yet (unmeasured on a GPU);
+- CUDA C++: csrc/gemm.py (``dawnbench::csrc_gemm_mma``, mma.sync tiles),
+  not registered for any op yet (unmeasured on a GPU);
 - CPU: the C++ build of that GEMM is an mma emulation for tests, never
   registered; ``--kernels cpu`` serves the references.
 Tests: tests/ops/test_gemm.py. Costs: kernels/costs.py.

@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from dawnbench_fast.vocabulary import DTYPE_BYTES
+from dawnbench_fast.vocabulary import ACTIVATIONS, DTYPE_BYTES, Activation
 from dawnbench_fast.vocabulary import itemsize as _vocab_itemsize
 
 Shape = list[int]
@@ -64,6 +64,28 @@ def numel(shape: Sequence[int]) -> int:
 def tensor_bytes(shape: Sequence[int], dtype: str) -> int:
     """Bytes of a tensor of this shape and dtype name."""
     return numel(shape) * itemsize(dtype)
+
+
+# Helpers of our custom ops' formulas (kernels/<op>_costs.py, csrc/<op>_costs.py).
+def arg_numel(shape: Sequence[int]) -> int:
+    """Elements of a tensor argument; 0 for ``[]`` (an argument the trace did
+    not record, or an empty operand that switches a kernel's option off)."""
+    return int(math.prod(shape)) if shape else 0
+
+
+def arg_bytes(shape: Sequence[int], dtype: Any) -> int:
+    """Bytes of a tensor argument (:func:`arg_numel` elements of ``dtype``)."""
+    return arg_numel(shape) * itemsize(dtype)
+
+
+def arg_activation(concrete: Sequence[Any] | None, i: int) -> Activation:
+    """The activation named by argument ``i``; GELU, the net's default, when
+    the trace does not say (the profiler records no str argument)."""
+    if concrete and len(concrete) > i:
+        name = str(concrete[i]).strip("'\"")
+        if name in ACTIVATIONS:
+            return ACTIVATIONS[name]
+    return ACTIVATIONS["gelu"]
 
 
 def tensor_args(shapes: Sequence[Any], dtypes: Sequence[str]) -> list[tuple[Shape, str]]:

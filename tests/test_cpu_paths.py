@@ -4,7 +4,7 @@ chosen at import (csrc/build.py, csrc/bindings.cpp); no -march=native unless
 DAWNBENCH_MARCH asks; DAWNBENCH_CPU_PATH=baseline forces the baseline copy;
 the choice is reported; without a C++ compiler one line says so, at install
 and at run time. The two copies' results are compared bit for bit in
-tests/ops/test_pool_bn_act.py."""
+tests/ops/test_bn_act_pool.py."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from dawnbench_fast import cifar, dispatch
-from dawnbench_fast.csrc import build, cpu_ops, native
+from dawnbench_fast.csrc import build, engine, native
 from dawnbench_fast.machine import cpu_flags
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,7 +82,7 @@ def test_runtime_choice_is_reported():
         if os.environ.get("DAWNBENCH_CPU_PATH") in (None, "", "auto"):
             assert mod.cpu_path() == want
         assert mod.nhwc_kernels_vectorised() == (mod.cpu_path() == "avx512")
-    assert cpu_ops.cpu_path() == mod.cpu_path()
+    assert engine.cpu_path() == mod.cpu_path()
     assert cifar.kernel_choices("cpu")["cpu_kernels_path"] == mod.cpu_path()  # run.json
     assert cifar.kernel_choices("torch")["cpu_kernels_path"] is None
     with pytest.raises(ValueError, match="not in this build"):

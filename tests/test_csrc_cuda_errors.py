@@ -14,7 +14,9 @@ import pytest
 import torch
 
 from dawnbench_fast import dispatch
-from dawnbench_fast.csrc import cupy_path, native, ops, sources
+from dawnbench_fast.csrc import augment as csrc_augment
+from dawnbench_fast.csrc import bn_act as csrc_bn_act
+from dawnbench_fast.csrc import cupy_path, engine, native, sources
 from dawnbench_fast.data import augment as A
 
 NO_CUDA = not torch.cuda.is_available()
@@ -22,7 +24,7 @@ NO_CUDA = not torch.cuda.is_available()
 
 @pytest.fixture(autouse=True)
 def fresh_engine(monkeypatch):
-    monkeypatch.setattr(ops, "_ENGINE", {})
+    monkeypatch.setattr(engine, "_ENGINE", {})
 
 
 def _one_line(msg: str) -> str:
@@ -89,15 +91,15 @@ def test_cupy_without_a_device_is_reported(monkeypatch):
 
 def test_cuda_engine_prefers_the_extension_then_cupy(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", _fake_cupy(1))
-    monkeypatch.setattr(ops, "_extension_reason", lambda: None)
-    assert ops.cuda_engine() == "extension"
-    monkeypatch.setattr(ops, "_ENGINE", {})
-    monkeypatch.setattr(ops, "_extension_reason", lambda: "built without CUDA")
-    assert ops.cuda_engine() == "cupy"
-    monkeypatch.setattr(ops, "_ENGINE", {})
+    monkeypatch.setattr(engine, "_extension_reason", lambda: None)
+    assert engine.cuda_engine() == "extension"
+    monkeypatch.setattr(engine, "_ENGINE", {})
+    monkeypatch.setattr(engine, "_extension_reason", lambda: "built without CUDA")
+    assert engine.cuda_engine() == "cupy"
+    monkeypatch.setattr(engine, "_ENGINE", {})
     monkeypatch.setitem(sys.modules, "cupy", None)
     with pytest.raises(dispatch.KernelsUnavailable) as e:
-        ops.cuda_engine()
+        engine.cuda_engine()
     msg = _one_line(str(e.value))
     assert "built without CUDA; and CuPy is not installed: pip install" in msg, msg
 
@@ -108,7 +110,7 @@ def test_built_extension_without_a_device_raises_not_crashes():
         pytest.skip("this _C was built without CUDA")
     if not NO_CUDA:
         pytest.skip("CUDA is available here")
-    reason = _one_line(ops._extension_reason())
+    reason = _one_line(engine._extension_reason())
     assert "found no CUDA device" in reason
     with pytest.raises(RuntimeError, match="gemm_mma_cuda"):
         mod.gemm_mma_cuda(1, 0, 0, 0, 8, 8, 8, 8, 8, 8, 0)
@@ -153,7 +155,7 @@ def test_cupy_launches_match_kernel_signatures(monkeypatch, kernel_params):
             for cl in (0, 1):
                 x = torch.randn(n, c, h, w).to(tdt)
                 stats = torch.empty(4 * c)
-                p = ops.partitions(n * h * w, c, cl)
+                p = csrc_bn_act.partitions(n * h * w, c, cl)
                 part = torch.empty(p * c * 2)
                 cupy_path.bn_act_forward(dt, x, torch.empty_like(x), stats, torch.ones(c),
                                          torch.zeros(c), torch.zeros(c), torch.ones(c), part,
@@ -185,8 +187,8 @@ def test_cupy_launches_match_kernel_signatures(monkeypatch, kernel_params):
         assert all(g >= 1 for g in grid) and 1 <= int(np.prod(block)) <= 1024, (name, grid, block)
     # NCHW partial kernels: one block per channel and partition; NHWC: 32 channels per block
     partial = [(g, b) for nm, g, b, _ in cp.launches if nm.startswith("bn_stats_partial")]
-    assert ((40, ops.partitions(30, 40, 0)), (256,)) in partial
-    assert ((2, ops.partitions(30, 40, 1)), (32, 8)) in partial
+    assert ((40, csrc_bn_act.partitions(30, 40, 0)), (256,)) in partial
+    assert ((2, csrc_bn_act.partitions(30, 40, 1)), (32, 8)) in partial
 
 
 def test_cupy_path_tensor_conversion_keeps_16bit_bits():
@@ -203,7 +205,7 @@ def test_cupy_path_tensor_conversion_keeps_16bit_bits():
 
 def test_augment_params_pack_in_kernel_field_order():
     p = A.augment_params(3, 1, np.arange(6), cutout=4)
-    rows = ops.pack_params(p, torch.device("cpu"))
+    rows = csrc_augment.pack_params(p, torch.device("cpu"))
     assert rows.dtype == torch.int32 and rows.shape == (6, 5)
     assert rows[:, 0].tolist() == p.ox.tolist() and rows[:, 1].tolist() == p.oy.tolist()
     assert rows[:, 2].tolist() == p.flip.astype(int).tolist()

@@ -9,7 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from dawnbench_fast.csrc import cupy_path, ops
+from dawnbench_fast.csrc import augment as csrc_augment
+from dawnbench_fast.csrc import bn_act as csrc_bn_act
+from dawnbench_fast.csrc import cupy_path
+from dawnbench_fast.csrc import engine as csrc_engine
+from dawnbench_fast.csrc import gemm as csrc_gemm
 from dawnbench_fast.data import augment as A
 from dawnbench_fast.models.layers import BatchNorm, bn_act
 
@@ -22,7 +26,7 @@ TOL = {torch.float32: (1e-5, 3e-5), torch.bfloat16: (1.6e-2, 1.6e-2),
 def _engines():
     out = []
     if torch.cuda.is_available():
-        if ops._extension_reason() is None:
+        if csrc_engine._extension_reason() is None:
             out.append("extension")
         if cupy_path.unavailable_reason() is None:
             out.append("cupy")
@@ -33,7 +37,7 @@ def _engines():
 def engine(request, monkeypatch):
     if request.param == "none":
         pytest.skip("neither the built extension nor CuPy can run here")
-    monkeypatch.setattr(ops, "_ENGINE", {"cuda": request.param})
+    monkeypatch.setattr(csrc_engine, "_ENGINE", {"cuda": request.param})
     return request.param
 
 
@@ -55,7 +59,7 @@ def test_bn_act_on_gpu(engine, dtype, cl, training):
                 x = x.contiguous(memory_format=torch.channels_last)
             x_ref = x.float().clone().requires_grad_()
             x_ours = x.detach().clone().requires_grad_()
-            y_ref, y = bn_act(x_ref, bn_ref, act), ops.bn_act(x_ours, bn, act)
+            y_ref, y = bn_act(x_ref, bn_ref, act), csrc_bn_act.bn_act(x_ours, bn, act)
             rtol, atol = TOL[dtype]
             torch.testing.assert_close(y.float(), y_ref, rtol=rtol, atol=atol)
             g = torch.randn(shape, device="cuda", generator=gen).to(dtype)
@@ -79,8 +83,8 @@ def test_augment_on_gpu_is_bit_identical(engine, cutout):
         idx = torch.from_numpy(rng.choice(300, size=batch, replace=False)).cuda()
         p = A.augment_params(9, 3, idx.cpu().numpy(), cutout=cutout)
         ref = A.augment_torch(padded, idx, p, scale, shift)
-        assert torch.equal(ops.augment(padded, idx, p, scale, shift), ref)
-        out16 = ops.augment(padded, idx, p, scale, shift, out_dtype=torch.bfloat16)
+        assert torch.equal(csrc_augment.augment(padded, idx, p, scale, shift), ref)
+        out16 = csrc_augment.augment(padded, idx, p, scale, shift, out_dtype=torch.bfloat16)
         assert torch.equal(out16, ref.to(torch.bfloat16))
 
 
@@ -92,6 +96,6 @@ def test_gemm_mma_on_gpu(engine, dtype, mnk):
     a = torch.randn((m, k), device="cuda", generator=gen).to(dtype)
     b = torch.randn((k, n), device="cuda", generator=gen).to(dtype)
     ref = a.double() @ b.double()
-    out = ops.gemm_mma(a, b)
+    out = csrc_gemm.gemm_mma(a, b)
     assert out.dtype == torch.float32
     torch.testing.assert_close(out.double(), ref, rtol=1e-4, atol=1e-4 * k ** 0.5 * 4)

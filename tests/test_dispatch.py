@@ -31,10 +31,10 @@ def test_op_table_names_backend_and_module_of_every_op():
 
 def test_cpu_backend_serves_what_was_measured_faster():
     table = dispatch.op_table("cpu")
-    assert table["augment"] == {"backend": "cpu", "impl": "dawnbench_fast.csrc.ops.augment"}
-    assert table["bn_act"] == {"backend": "cpu", "impl": "dawnbench_fast.csrc.ops.bn_act"}
+    assert table["augment"] == {"backend": "cpu", "impl": "dawnbench_fast.csrc.augment.augment"}
+    assert table["bn_act"] == {"backend": "cpu", "impl": "dawnbench_fast.csrc.bn_act.bn_act"}
     assert table["conv_group"] == {"backend": "cpu",
-                                   "impl": "dawnbench_fast.models.conv_cpu.conv_group_cpu"}
+                                   "impl": "dawnbench_fast.csrc.conv_group.conv_group_cpu"}
     assert table["linear"]["backend"] == table["newton_schulz"]["backend"] == "torch"
     assert table["matmul"]["backend"] == "torch"  # csrc's mma GEMM on the CPU is an emulation for tests
 
@@ -59,8 +59,8 @@ def test_second_registration_of_an_op_is_an_error(monkeypatch):
 
 
 def test_reimporting_a_provider_registers_nothing_twice():
-    importlib.reload(importlib.import_module("dawnbench_fast.csrc.cpu_ops"))
-    assert dispatch.op_table("cpu")["augment"]["impl"] == "dawnbench_fast.csrc.ops.augment"
+    importlib.reload(importlib.import_module("dawnbench_fast.csrc.augment"))
+    assert dispatch.op_table("cpu")["augment"]["impl"] == "dawnbench_fast.csrc.augment.augment"
 
 
 def test_cpu_without_the_cpp_build_is_a_one_line_error(monkeypatch):

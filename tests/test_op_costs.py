@@ -20,7 +20,7 @@ from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
 from dawnbench_fast import dispatch
-from dawnbench_fast.csrc import ops as csrc_ops
+from dawnbench_fast.csrc import bn_act as csrc_bn_act
 from dawnbench_fast.models.layers import BatchNorm
 from dawnbench_fast.roofline import registry
 from dawnbench_fast.roofline.analysis import attribute
@@ -103,9 +103,9 @@ CALLS = {
 
 
 def _wgrad_call(pooled: bool = False):
-    from dawnbench_fast.csrc import conv_wgrad
+    from dawnbench_fast.csrc import conv_group_wgrad
 
-    if not conv_wgrad.supported():
+    if not conv_group_wgrad.supported():
         pytest.skip("the dpbf16 weight gradient needs AVX-512 BF16 and the C++ build")
     op = D.csrc_conv3x3_wgrad_pooled if pooled else D.csrc_conv3x3_wgrad
     return op(_r(3, 5, 4, 6, dtype=torch.bfloat16), _r(3, 16, 4, 6, dtype=torch.bfloat16),
@@ -227,23 +227,24 @@ def test_cost_formulas():
 def test_profiler_sees_the_custom_ops_and_roofline_has_their_costs():
     from torch.profiler import ProfilerActivity, profile
 
-    from dawnbench_fast.csrc import costs as csrc_costs
+    from dawnbench_fast.csrc import augment_costs, bn_act_costs, conv_group_costs, gemm_costs
 
     x = torch.randn(4, 8, 5, 5, requires_grad=True)
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
-        csrc_ops.bn_act(x, BatchNorm(8), "gelu").sum().backward()
+        csrc_bn_act.bn_act(x, BatchNorm(8), "gelu").sum().backward()
     names = {e.name for e in prof.events()}
     assert {"dawnbench::csrc_bn_act_fwd", "dawnbench::csrc_bn_act_bwd"} <= names
-    for name in csrc_costs.COSTS:
-        assert registry.has_cost(name), name
-    flops, nbytes = csrc_costs.bn_act_fwd_cost([[4, 8, 5, 5], [8], [8], [8], [8]],
-                                               ["float"] * 5, [None] * 8 + ["'relu'"])
+    for table in (augment_costs, bn_act_costs, conv_group_costs, gemm_costs):
+        for name in table.COSTS:
+            assert registry.has_cost(name), name
+    flops, nbytes = bn_act_costs.bn_act_fwd_cost([[4, 8, 5, 5], [8], [8], [8], [8]],
+                                                 ["float"] * 5, [None] * 8 + ["'relu'"])
     assert flops == (3 + 2 + 1) * 800 and nbytes == 2 * 800 * 4 + 6 * 4 * 8
-    assert csrc_costs.gemm_mma_cost([[64, 32], [32, 16]], ["c10::Half"] * 2) == (
+    assert gemm_costs.gemm_mma_cost([[64, 32], [32, 16]], ["c10::Half"] * 2) == (
         2 * 64 * 16 * 32, 64 * 32 * 2 + 32 * 16 * 2 + 64 * 16 * 4)
     # the weight gradient counts as aten's convolution_backward counts its weight half
     x, g, w = torch.randn(3, 5, 4, 6), torch.randn(3, 16, 4, 6), torch.randn(16, 5, 3, 3)
     aten = _total_flops(lambda: torch.ops.aten.convolution_backward(
         g, x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [False, True, False]))
-    assert csrc_costs.conv3x3_wgrad_cost([[3, 5, 4, 6], [3, 16, 4, 6], [16, 5, 3, 3]],
-                                         ["c10::BFloat16"] * 3) == (aten, (360 + 1152 + 720) * 2)
+    assert conv_group_costs.conv3x3_wgrad_cost([[3, 5, 4, 6], [3, 16, 4, 6], [16, 5, 3, 3]],
+                                               ["c10::BFloat16"] * 3) == (aten, (360 + 1152 + 720) * 2)

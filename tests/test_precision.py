@@ -15,7 +15,7 @@ import torch
 from cifar_data import cifar_dir
 
 from dawnbench_fast import cifar, precision
-from dawnbench_fast.csrc.cpu_ops import build_isa_reason
+from dawnbench_fast.csrc.engine import build_isa_reason
 from dawnbench_fast.overrides import ConfigError
 from dawnbench_fast.runtime import autocast
 

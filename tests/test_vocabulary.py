@@ -29,7 +29,7 @@ def test_csrc_activation_enum_matches_the_vocabulary():
 
 
 def test_csrc_dtype_enum_matches_the_bindings():
-    from dawnbench_fast.csrc.ops import DTYPE_CODES
+    from dawnbench_fast.csrc.engine import DTYPE_CODES
 
     enum = _enum("DType")
     assert enum == {"kF32": DTYPE_CODES[torch.float32], "kBF16": DTYPE_CODES[torch.bfloat16],

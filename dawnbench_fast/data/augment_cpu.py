@@ -3,7 +3,7 @@ dataset to a normalised float32 channels_last batch.
 
 Not the ``cpu`` backend's ``augment``: the C++/OpenMP build of csrc/ was
 measured faster (docs/PERFORMANCE.md, "CUDA C++ kernels and their CPU build")
-and serves it (csrc/cpu_ops.py). This one stays as a second, independent CPU
+and serves it (csrc/augment.py). This one stays as a second, independent CPU
 implementation that tests/ops/test_augment.py checks against the reference and
 benchmarks/bench_csrc_cpu.py times; it is registered with dispatch nowhere.
 

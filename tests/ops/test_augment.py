@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from dawnbench_fast import dispatch
+from dawnbench_fast.csrc import augment as csrc_augment
 from dawnbench_fast.csrc import native
-from dawnbench_fast.csrc import ops as csrc_ops
 from dawnbench_fast.data import augment as A
 from dawnbench_fast.kernels import launch_counts
 from dawnbench_fast.kernels.launches import poisoned_outputs
@@ -198,11 +198,11 @@ def test_csrc_augment_is_bit_identical_to_reference(cutout, batch):
         idx = torch.from_numpy(rng.choice(50, size=batch, replace=False))
         p = A.augment_params(int(rng.integers(1 << 30)), epoch, idx.numpy(), cutout=cutout)
         ref = A.augment_torch(padded, idx, p, scale, shift)
-        out = csrc_ops.augment(padded, idx, p, scale, shift)
+        out = csrc_augment.augment(padded, idx, p, scale, shift)
         assert out.shape == ref.shape and out.dtype == torch.float32
         assert out.is_contiguous(memory_format=torch.channels_last)
         assert torch.equal(out, ref)
-        out16 = csrc_ops.augment(padded, idx, p, scale, shift, out_dtype=torch.bfloat16)
+        out16 = csrc_augment.augment(padded, idx, p, scale, shift, out_dtype=torch.bfloat16)
         assert torch.equal(out16, ref.to(torch.bfloat16))
 
 
@@ -235,17 +235,17 @@ def test_csrc_augment_rejects_offsets_outside_the_padding():
     p = A.augment_params(0, 0, np.array([0, 1]))
     p.ox[0] = 9
     with pytest.raises(ValueError, match="ox offsets"):
-        csrc_ops.augment(padded, torch.tensor([0, 1]), p, torch.ones(3), torch.zeros(3))
+        csrc_augment.augment(padded, torch.tensor([0, 1]), p, torch.ones(3), torch.zeros(3))
 
 
 def test_csrc_augment_raw_op_rejects_bad_indices_and_params():
     padded = torch.zeros((2, 36, 36, 3), dtype=torch.uint8)
     prm = torch.zeros((2, 5), dtype=torch.int32)
     with pytest.raises(IndexError, match="indices 0..2 outside"):
-        csrc_ops.augment_op(padded, torch.tensor([0, 2]), prm, torch.ones(3), torch.zeros(3), 32, 0,
+        csrc_augment.augment_op(padded, torch.tensor([0, 2]), prm, torch.ones(3), torch.zeros(3), 32, 0,
                             torch.float32)
     with pytest.raises(ValueError, match="params must be"):
-        csrc_ops.augment_op(padded, torch.tensor([0, 1]), prm[:1], torch.ones(3), torch.zeros(3), 32,
+        csrc_augment.augment_op(padded, torch.tensor([0, 1]), prm[:1], torch.ones(3), torch.zeros(3), 32,
                             0, torch.float32)
 
 

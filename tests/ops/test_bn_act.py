@@ -19,8 +19,8 @@ import pytest
 import torch
 
 from dawnbench_fast import dispatch
+from dawnbench_fast.csrc import bn_act as csrc_bn_act
 from dawnbench_fast.csrc import native
-from dawnbench_fast.csrc import ops as csrc_ops
 from dawnbench_fast.kernels import launch_counts, launches
 from dawnbench_fast.kernels.launches import poisoned_outputs
 from dawnbench_fast.models.layers import BatchNorm
@@ -212,7 +212,7 @@ def test_csrc_bn_act_dtypes_and_layouts_match_reference(act, dtype, cl, training
         x_ref = x.float().clone().requires_grad_()
         x_ours = x.detach().clone().requires_grad_()
         y_ref = reference(x_ref, bn_ref, act)
-        y = csrc_ops.bn_act(x_ours, bn_ours, act)
+        y = csrc_bn_act.bn_act(x_ours, bn_ours, act)
         assert y.dtype == dtype and y.shape == x.shape
         assert y.is_contiguous(memory_format=torch.channels_last) == cl or shape[2:] == (1, 1)
         _close(y, y_ref, dtype, what=f"y {shape}")
@@ -236,7 +236,7 @@ def test_csrc_bn_statistics_survive_a_large_mean():
         x = _input((4, 16, 9, 9), torch.float32, cl, gen, offset=0.0) * 0.05 + 300.0
         bn_ref, bn_ours = BatchNorm(16), BatchNorm(16)
         y_ref = reference(x, bn_ref, "relu")
-        y = csrc_ops.bn_act(x, bn_ours, "relu")
+        y = csrc_bn_act.bn_act(x, bn_ours, "relu")
         torch.testing.assert_close(bn_ours.running_var, bn_ref.running_var, rtol=1e-4, atol=1e-7)
         # fp32 holds the mean only to ulp(300) / 2 = 1.5e-5, times invstd = 20,
         # so y can be 3e-4 off the exact value (torch's own channels_last
@@ -260,7 +260,7 @@ def test_csrc_bn_act_raw_calls_fill_every_poisoned_output(C, dtype, cl):
     rm, rv = torch.randn(c, generator=gen), torch.rand(c, generator=gen) + 0.5
     y = torch.full_like(x, float("nan"))
     stats = torch.full((4 * c,), float("nan"))
-    code = csrc_ops.DTYPE_CODES[dtype]
+    code = csrc_bn_act.DTYPE_CODES[dtype]
     C.bn_act_forward(code, x.data_ptr(), y.data_ptr(), stats.data_ptr(), weight.data_ptr(),
                      bias.data_ptr(), rm.data_ptr(), rv.data_ptr(), n, c, h * w, cl, 1, 1e-5,
                      0.1, activation("silu").code)
@@ -293,7 +293,7 @@ def test_csrc_fp16_bf16_conversions_match_torch_bit_for_bit(C):
         torch.arange(256, 4096, dtype=torch.float32) + 0.5,
     ])
     for dtype in (torch.bfloat16, torch.float16):
-        code = csrc_ops.DTYPE_CODES[dtype]
+        code = csrc_bn_act.DTYPE_CODES[dtype]
         out = torch.full(vals.shape, -1, dtype=torch.int16)
         C.float_to_16bit(code, vals.data_ptr(), out.data_ptr(), vals.numel())
         ref = vals.to(dtype).view(torch.int16)
@@ -310,16 +310,16 @@ def test_csrc_bn_act_passes_torch_opcheck():
     x = torch.randn((2, 6, 3, 5), generator=gen, requires_grad=True)
     w, b = torch.rand(6, generator=gen) + 0.5, torch.randn(6, generator=gen, requires_grad=True)
     rm, rv = torch.zeros(6), torch.ones(6)
-    torch.library.opcheck(csrc_ops.bn_act_fwd, (x, w, b, rm, rv, True, 1e-5, 0.1, "gelu"))
-    torch.library.opcheck(csrc_ops.bn_act_fwd, (x, w, b, rm, rv, False, 1e-5, 0.1, "relu"))
+    torch.library.opcheck(csrc_bn_act.bn_act_fwd, (x, w, b, rm, rv, True, 1e-5, 0.1, "gelu"))
+    torch.library.opcheck(csrc_bn_act.bn_act_fwd, (x, w, b, rm, rv, False, 1e-5, 0.1, "relu"))
 
 
 def test_csrc_bn_act_raw_ops_reject_mismatched_inputs():
     x = torch.randn(2, 4, 3, 3)
     with pytest.raises(ValueError, match="weight has 3 values, x has 4 channels"):
-        csrc_ops.bn_act_fwd(x, torch.ones(3), torch.zeros(4), None, None, True, 1e-5, 0.1, "relu")
+        csrc_bn_act.bn_act_fwd(x, torch.ones(3), torch.zeros(4), None, None, True, 1e-5, 0.1, "relu")
     with pytest.raises(ValueError, match="stats must be"):
-        csrc_ops.bn_act_bwd(x, x, torch.zeros(3), True, "relu")
+        csrc_bn_act.bn_act_bwd(x, x, torch.zeros(3), True, "relu")
 
 
 def test_cifar_net_with_csrc_bn_act_matches_reference():
@@ -330,7 +330,7 @@ def test_cifar_net_with_csrc_bn_act_matches_reference():
     ours = CifarNet(widths=(16, 24, 24))
     ours.load_state_dict(ref.state_dict())
     for g in ours.groups:
-        g.bn_act = csrc_ops.bn_act
+        g.bn_act = csrc_bn_act.bn_act
     x = torch.randn(3, 3, 32, 32)
     out_ref, out = ref(x), ours(x)
     torch.testing.assert_close(out, out_ref, rtol=1e-4, atol=1e-5)
@@ -350,7 +350,8 @@ def test_training_steps_with_csrc_bn_act_and_augment_track_the_reference(monkeyp
     sys.path.insert(0, str(Path(__file__).parents[1]))
     from cifar_data import cifar_dir
 
-    from dawnbench_fast.cifar import Config, loss_trajectory
+    from dawnbench_fast.cifar import Config
+    from dawnbench_fast.training.train import loss_trajectory
 
     cfg = dataclasses.replace(Config(), subset=512, batch_size=128, widths=(16, 32, 32),
                               data_dir=str(cifar_dir()), download=False, kernels="torch",
@@ -358,7 +359,7 @@ def test_training_steps_with_csrc_bn_act_and_augment_track_the_reference(monkeyp
     ref = loss_trajectory(cfg, 6)
     for op in ("bn_act", "augment"):  # csrc's in place of the references, all else torch
         monkeypatch.setitem(dispatch.CATALOGUE, op, dataclasses.replace(
-            dispatch.CATALOGUE[op], reference=f"dawnbench_fast.csrc.ops.{op}"))
+            dispatch.CATALOGUE[op], reference=f"dawnbench_fast.csrc.{op}.{op}"))
     ours = loss_trajectory(cfg, 6)
     assert ours[0] == pytest.approx(ref[0], rel=1e-2)
     np.testing.assert_allclose(ours, ref, rtol=5e-2)

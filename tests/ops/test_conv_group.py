@@ -2,7 +2,7 @@
 reference (dawnbench_fast.layer_ops.conv_group); then the Triton pieces, the
 fused conv3x3 (prologue BN+act, epilogue max-pool + BN statistics) and its
 weight gradient, in the interpreter on CPU tensors, and the cpu backend's
-shape-tuned 3x3 conv (models/conv_cpu.py: every weight-gradient method and
+shape-tuned 3x3 conv (csrc/conv_group.py: every weight-gradient method and
 its autograd Function against torch's conv2d autograd, fp32 and bf16). Odd
 spatial sizes exercise the floor-mode pool; channel counts are not multiples
 of the tile sizes.
@@ -24,10 +24,10 @@ import torch
 import torch.nn.functional as F
 
 from dawnbench_fast import dispatch
+from dawnbench_fast.csrc import conv_group as cpu_group
 from dawnbench_fast.kernels import conv_group as tk
 from dawnbench_fast.kernels import launch_counts, launches
 from dawnbench_fast.kernels.launches import poisoned_outputs
-from dawnbench_fast.models import conv_cpu
 from dawnbench_fast.models.layers import ConvGroup
 
 conv_group_ref = dispatch.reference("conv_group")
@@ -244,8 +244,8 @@ def test_triton_conv_group_deterministic_mode(monkeypatch):
 # ---------------------------------------------------------------- cpu backend (oneDNN + tuned wgrad)
 CPU_TOL = {torch.float32: dict(rtol=1e-4, atol=1e-4), torch.bfloat16: dict(rtol=2e-2, atol=2e-2)}
 CPU_SHAPES = [(1, 3, 5, 7), (3, 24, 17, 13), (5, 13, 9, 31)]  # (N, Cin, HW, Cout): odd on purpose
-# torch's methods; the backend's dpbf16 kernel has its own tests (test_conv_wgrad.py)
-TORCH_WGRAD = [m for m in conv_cpu.WGRAD_METHODS if m not in conv_cpu.BACKEND_METHODS]
+# torch's methods; our dpbf16 kernel has its own tests (test_conv_group_wgrad.py)
+TORCH_WGRAD = [m for m in cpu_group.WGRAD_METHODS if m not in cpu_group.BACKEND_METHODS]
 
 
 def cpu_inputs(n, cin, hw, cout, dtype, seed):
@@ -270,7 +270,7 @@ def test_cpu_weight_gradient_methods(method, dtype, shape):
     want = torch.ops.aten.convolution_backward(
         g.double(), x.double(), w.double(), None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1,
         [False, True, False])[1]
-    got = conv_cpu._METHODS[method](x, g.contiguous(memory_format=torch.channels_last), w)
+    got = cpu_group._METHODS[method](x, g.contiguous(memory_format=torch.channels_last), w)
     assert got.shape == w.shape and got.dtype == dtype and torch.isfinite(got).all()
     cpu_scaled_close(got, want, CPU_TOL[dtype])
 
@@ -278,11 +278,11 @@ def test_cpu_weight_gradient_methods(method, dtype, shape):
 @pytest.mark.parametrize("method", [None, *TORCH_WGRAD])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_cpu_conv3x3_function_matches_conv2d_autograd(method, dtype, monkeypatch):
-    monkeypatch.setattr(conv_cpu, "FORCE", method)
+    monkeypatch.setattr(cpu_group, "FORCE", method)
     x, w, g = cpu_inputs(3, 13, 9, 20, dtype, seed=5)
     x1, w1 = x.clone().requires_grad_(), w.clone().requires_grad_()
     x2, w2 = x.double().requires_grad_(), w.double().requires_grad_()
-    y1 = conv_cpu.Conv3x3.apply(x1, w1)
+    y1 = cpu_group.Conv3x3.apply(x1, w1)
     y2 = F.conv2d(x2, w2, padding=1)
     cpu_scaled_close(y1, y2, CPU_TOL[dtype])
     y1.backward(g)
@@ -292,18 +292,18 @@ def test_cpu_conv3x3_function_matches_conv2d_autograd(method, dtype, monkeypatch
 
 
 def test_cpu_autotune_records_one_choice_per_shape(monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(conv_cpu, "_CHOICE", {})
+    monkeypatch.setattr(cpu_group, "_CHOICE", {})
     monkeypatch.setenv("DAWNBENCH_CACHE", str(tmp_path))
     monkeypatch.setenv("DAWNBENCH_WGRAD", "auto")  # opt-in: the default is aten, never timed
-    monkeypatch.setattr(conv_cpu, "REPS", 2)
+    monkeypatch.setattr(cpu_group, "REPS", 2)
     x, w, g = cpu_inputs(2, 8, 7, 12, torch.bfloat16, seed=1)
     w = w.requires_grad_()
-    conv_cpu.Conv3x3.apply(x, w).backward(g)
-    assert list(conv_cpu._CHOICE.values())[0]["method"] in conv_cpu.WGRAD_METHODS
-    assert len(conv_cpu.chosen_methods()) == 1
+    cpu_group.Conv3x3.apply(x, w).backward(g)
+    assert list(cpu_group._CHOICE.values())[0]["method"] in cpu_group.WGRAD_METHODS
+    assert len(cpu_group.chosen_methods()) == 1
     assert "timing the weight-gradient methods" in capsys.readouterr().err  # the one-line note
-    saved = json.loads(conv_cpu.cache_path().read_text())
-    chosen = list(conv_cpu.chosen_methods().values())[0]
+    saved = json.loads(cpu_group.cache_path().read_text())
+    chosen = list(cpu_group.chosen_methods().values())[0]
     assert len(saved) == 1 and list(saved.values())[0]["method"] == chosen
 
 
@@ -314,24 +314,24 @@ def test_cpu_wgrad_choice_is_read_back_from_the_cache(monkeypatch, tmp_path, cap
     monkeypatch.setenv("DAWNBENCH_CACHE", str(tmp_path))
     monkeypatch.setenv("DAWNBENCH_WGRAD", "auto")
     x, w, g = cpu_inputs(2, 8, 7, 12, torch.bfloat16, seed=1)
-    key = conv_cpu._cache_key(x, w)
-    conv_cpu._write_cache(key, {"method": "im2col"})
-    monkeypatch.setattr(conv_cpu, "_CHOICE", {})
-    monkeypatch.setattr(conv_cpu, "measure_wgrad", lambda *a: pytest.fail("measured again"))
-    assert conv_cpu.choose_wgrad(x, g, w) == "im2col"
-    assert conv_cpu.wgrad_decisions()[next(iter(conv_cpu.chosen_methods()))]["source"] == "cache"
-    monkeypatch.setattr(conv_cpu, "_CHOICE", {})
+    key = cpu_group._cache_key(x, w)
+    cpu_group._write_cache(key, {"method": "im2col"})
+    monkeypatch.setattr(cpu_group, "_CHOICE", {})
+    monkeypatch.setattr(cpu_group, "measure_wgrad", lambda *a: pytest.fail("measured again"))
+    assert cpu_group.choose_wgrad(x, g, w) == "im2col"
+    assert cpu_group.wgrad_decisions()[next(iter(cpu_group.chosen_methods()))]["source"] == "cache"
+    monkeypatch.setattr(cpu_group, "_CHOICE", {})
     x2, w2, g2 = cpu_inputs(3, 8, 7, 12, torch.bfloat16, seed=2)  # not in the cache
     monkeypatch.setenv("DAWNBENCH_WGRAD", "frozen")
-    assert conv_cpu.choose_wgrad(x2, g2, w2) == conv_cpu.default_method(x2, w2)
-    monkeypatch.setattr(conv_cpu, "_CHOICE", {})
-    conv_cpu.set_wgrad_policy("fp32")
+    assert cpu_group.choose_wgrad(x2, g2, w2) == cpu_group.default_method(x2, w2)
+    monkeypatch.setattr(cpu_group, "_CHOICE", {})
+    cpu_group.set_wgrad_policy("fp32")
     try:
-        assert conv_cpu.choose_wgrad(x, g, w) == "fp32"
+        assert cpu_group.choose_wgrad(x, g, w) == "fp32"
     finally:
-        conv_cpu.set_wgrad_policy(None)
+        cpu_group.set_wgrad_policy(None)
     with pytest.raises(ValueError, match="wgrad policy"):
-        conv_cpu.set_wgrad_policy("fastest")
+        cpu_group.set_wgrad_policy("fastest")
     assert "timing" not in capsys.readouterr().err
 
 
@@ -341,12 +341,12 @@ def test_cpu_wgrad_default_is_fixed_and_never_timed(monkeypatch, tmp_path, capsy
     made a shape 2x slower) and timing nothing."""
     monkeypatch.setenv("DAWNBENCH_CACHE", str(tmp_path))
     monkeypatch.delenv("DAWNBENCH_WGRAD", raising=False)
-    monkeypatch.setattr(conv_cpu, "_CHOICE", {})
+    monkeypatch.setattr(cpu_group, "_CHOICE", {})
     x, w, g = cpu_inputs(2, 8, 7, 12, torch.bfloat16, seed=3)
-    conv_cpu._write_cache(conv_cpu._cache_key(x, w), {"method": "fp32"})
-    monkeypatch.setattr(conv_cpu, "measure_wgrad", lambda *a: pytest.fail("measured"))
-    assert conv_cpu.choose_wgrad(x, g, w) == "aten"
-    assert list(conv_cpu.wgrad_decisions().values())[0]["source"] == "default"
+    cpu_group._write_cache(cpu_group._cache_key(x, w), {"method": "fp32"})
+    monkeypatch.setattr(cpu_group, "measure_wgrad", lambda *a: pytest.fail("measured"))
+    assert cpu_group.choose_wgrad(x, g, w) == "aten"
+    assert list(cpu_group.wgrad_decisions().values())[0]["source"] == "default"
     assert "timing" not in capsys.readouterr().err
 
 
@@ -365,14 +365,14 @@ def test_cpu_wgrad_measurement_keeps_aten_within_the_margin(monkeypatch):
             now[0] += cost[name]
         return fn
 
-    monkeypatch.setattr(conv_cpu, "_METHODS", {k: timed(k) for k in cost})
-    monkeypatch.setattr(conv_cpu, "_NATIVE", {})  # no backend kernel: aten is the incumbent
-    monkeypatch.setattr(conv_cpu.time, "perf_counter", fake_clock)
-    got = conv_cpu.measure_wgrad(None, None, None)
+    monkeypatch.setattr(cpu_group, "_METHODS", {k: timed(k) for k in cost})
+    monkeypatch.setattr(cpu_group, "_KERNELS", {})  # none of our kernels: aten is the incumbent
+    monkeypatch.setattr(cpu_group.time, "perf_counter", fake_clock)
+    got = cpu_group.measure_wgrad(None, None, None)
     assert got["method"] == "aten"
     assert calls.count("im2col") == 2  # warm-up + the first round only: 3x slower, dropped
     cost["fp32"] = 0.5
-    assert conv_cpu.measure_wgrad(None, None, None)["method"] == "fp32"
+    assert cpu_group.measure_wgrad(None, None, None)["method"] == "fp32"
 
 
 def test_cpu_conv_group_matches_reference_group():
@@ -383,7 +383,7 @@ def test_cpu_conv_group_matches_reference_group():
     ref_out.sum().backward()
     ref_grads = [p.grad.clone() for p in grp.parameters() if p.requires_grad]
     grp.zero_grad()
-    out = conv_cpu.conv_group_cpu(grp, x)
+    out = cpu_group.conv_group_cpu(grp, x)
     out.sum().backward()
     torch.testing.assert_close(out, ref_out, rtol=1e-4, atol=1e-4)
     for a, b in zip([p.grad for p in grp.parameters() if p.requires_grad], ref_grads, strict=True):

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from dawnbench_fast import dispatch
+from dawnbench_fast.csrc import gemm as csrc_gemm
 from dawnbench_fast.csrc import native
-from dawnbench_fast.csrc import ops as csrc_ops
 from dawnbench_fast.kernels import launch_counts
 from dawnbench_fast.kernels.launches import poisoned_outputs
 from dawnbench_fast.newton_schulz import NS_COEFFS
@@ -157,17 +157,17 @@ def test_csrc_gemm_tiles_with_emulated_mma_match_matmul(C, dtype, mnk):
     a = torch.randn((m, k), generator=gen).to(dtype)
     b = torch.randn((k, n), generator=gen).to(dtype)
     c = torch.full((m, n), float("nan"))
-    got = C.gemm_mma_emulated(csrc_ops.DTYPE_CODES[dtype], a.data_ptr(), b.data_ptr(), c.data_ptr(),
+    got = C.gemm_mma_emulated(csrc_gemm.DTYPE_CODES[dtype], a.data_ptr(), b.data_ptr(), c.data_ptr(),
                               m, n, k, k, n, n)
     assert got == vec_stages
     ref = a.double() @ b.double()  # 16-bit products are exact; only the sum order differs
     torch.testing.assert_close(c.double(), ref, rtol=1e-5, atol=1e-5 * k)
     # through the custom op, with a strided (transposed) operand
     bt = b.t().contiguous().t()
-    torch.testing.assert_close(csrc_ops.gemm_mma(a, bt).double(), ref, rtol=1e-5, atol=1e-5 * k)
+    torch.testing.assert_close(csrc_gemm.gemm_mma(a, bt).double(), ref, rtol=1e-5, atol=1e-5 * k)
 
 
 def test_csrc_gemm_mma_passes_torch_opcheck():
     gen = torch.Generator().manual_seed(1)
     a16 = torch.randn((5, 7), generator=gen).half()
-    torch.library.opcheck(csrc_ops.gemm_mma, (a16, torch.randn((7, 3), generator=gen).half()))
+    torch.library.opcheck(csrc_gemm.gemm_mma, (a16, torch.randn((7, 3), generator=gen).half()))

@@ -1,19 +1,24 @@
-"""The ``cpu`` backend's conv group: oneDNN 3x3 convolutions whose weight
-gradient method is chosen per layer shape, and, after the first conv, the
-backend's fused max-pool + BN + activation when its ``bn_act`` op offers one
-(``bn_act.pooled``: csrc/pool_bn_act.py; this floor may not import csrc).
+"""The ``conv_group`` op's CPU face, registered for ``--kernels cpu``: oneDNN
+3x3 convolutions whose weight-gradient method is chosen per layer shape,
+and, after the first conv, the fused max-pool + BN + activation of
+csrc/bn_act_pool.py where the group's ``bn_act`` is this backend's
+(csrc/bn_act.py). Other faces: the reference
+:func:`dawnbench_fast.layer_ops.conv_group` (backend ``torch``), Triton
+kernels/conv_group.py; no CUDA C++ one (dispatch.CATALOGUE says why). Tests:
+tests/ops/test_conv_group.py, tests/ops/test_conv_group_wgrad*.py. Costs:
+csrc/conv_group_costs.py.
 
 Weight-gradient methods for dW (Cout x Cin*9):
-- ``dpbf16``: the backend's AVX-512 BF16 kernel (csrc/conv_group_wgrad_cpu.cpp,
-  handed over by csrc/conv_wgrad.py through :func:`provide_wgrad`): bf16 in,
-  fp32 sums, the border taps skipped rather than multiplied by padding;
+- ``dpbf16``: our AVX-512 BF16 kernel (csrc/conv_group_wgrad.py over
+  csrc/conv_group_wgrad_cpu.cpp): bf16 in, fp32 sums, the border taps
+  skipped rather than multiplied by padding;
 - ``aten``: torch's convolution_backward in the input dtype;
 - ``fp32``: torch's convolution_backward on fp32 copies of x and dY;
 - ``im2col``: dY^T (Cout x BHW) @ im2col(x) (BHW x Cin*9), bf16 in, fp32 accumulate.
 
-A backend method may bring a variant for the conv whose output feeds a 2x2
-max-pool (each group's first conv): dY then has one nonzero per pool window
-and channel, and ``dpbf16``'s variant sums only those (csrc/conv_wgrad.py).
+Our kernel has a variant for the conv whose output feeds a 2x2 max-pool
+(each group's first conv): dY then has one nonzero per pool window and
+channel, and ``dpbf16``'s variant sums only those (csrc/conv_group_wgrad.py).
 The default policy runs it there; a forced method (``DAWNBENCH_WGRAD``,
 ``FORCE``) runs as named, without it.
 
@@ -56,13 +61,16 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from dawnbench_fast.csrc import conv_group_wgrad as wgrad
+from dawnbench_fast.csrc.bn_act import bn_act
+from dawnbench_fast.csrc.bn_act_pool import pool_bn_act
 from dawnbench_fast.dispatch import register
+from dawnbench_fast.layer_ops import bn_act as reference_bn_act
 from dawnbench_fast.machine import cpu_model, user_cache_dir
-from dawnbench_fast.models.layers import ConvGroup, bn_act
 from dawnbench_fast.vocabulary import WGRAD_METHODS, WGRAD_POLICIES
 
-DEFAULT_METHOD = "aten"  # where no backend kernel applies (default_method)
-BACKEND_METHODS = ("dpbf16",)  # given by a backend (provide_wgrad), not by torch
+DEFAULT_METHOD = "aten"  # where none of our kernels applies (default_method)
+BACKEND_METHODS = ("dpbf16",)  # our kernels (_KERNELS), not torch's
 REPS = 5  # timed calls per method (medians); methods 1.5x slower than the best stop after one
 MARGIN = 0.10  # another method must beat the default's median by this fraction
 CACHE_VERSION = 1
@@ -71,11 +79,12 @@ _CHOICE: dict[tuple, dict] = {}
 # Forced method for tests and benchmarks (None = the policy decides).
 FORCE: str | None = None
 _POLICY: list[str] = []  # set_wgrad_policy's value; empty: DAWNBENCH_WGRAD or the default
-# Backend kernels (name -> (fn(x, g, w), applies(x, w), preferred(x, w))), given by
-# provide_wgrad: applies = the kernel can run it; preferred = the default runs it.
-_NATIVE: dict[str, tuple[Callable, Callable, Callable]] = {}
-# name -> fn(x, g, w) for dY from a 2x2 max-pool (provide_wgrad's before_pool).
-_BEFORE_POOL: dict[str, Callable] = {}
+# Our kernels: name -> (fn(x, g, w), applies(x, w), preferred(x, w)): applies =
+# the kernel can run it; preferred = the default runs it.
+_KERNELS: dict[str, tuple[Callable, Callable, Callable]] = {
+    "dpbf16": (wgrad.conv3x3_wgrad, wgrad.applies, wgrad.preferred)}
+# name -> fn(x, g, w) for dY from a 2x2 max-pool.
+_BEFORE_POOL: dict[str, Callable] = {"dpbf16": wgrad.conv3x3_wgrad_pooled}
 _BEFORE_POOL_RAN: set[tuple] = set()  # (x shape, w shape, dtype) where it ran: run.json
 # False: the unfused max-pool and bn_act (benchmarks compare the two).
 FUSED_POOL = True
@@ -100,42 +109,22 @@ def _wgrad_im2col(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> torch.Te
     return (gh.T @ cols).view(cout, cin, 3, 3)
 
 
-def _wgrad_dpbf16(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    if "dpbf16" not in _NATIVE:
-        raise ValueError("weight-gradient method dpbf16 needs the cpu backend's C++ build "
-                         "(dawnbench_fast.csrc.conv_wgrad); unset DAWNBENCH_WGRAD or set conv_wgrad=env "
-                         "to use the default")
-    return _NATIVE["dpbf16"][0](x, g, w)
-
-
+# dpbf16 raises a one-line ValueError where the kernel cannot run (forced there).
 _METHODS = {"aten": _wgrad_aten, "fp32": _wgrad_fp32, "im2col": _wgrad_im2col,
-            "dpbf16": _wgrad_dpbf16}
-
-
-def provide_wgrad(name: str, fn: Callable, applies: Callable,
-                  preferred: Callable | None = None, before_pool: Callable | None = None) -> None:
-    """A backend hands over its kernel for method ``name``: fn(x, dY, w) -> dW,
-    which can run where applies(x, w) holds and runs by default where
-    preferred(x, w) does (applies, when not given); before_pool(x, dY, w), when
-    given, runs instead where the conv's output feeds a 2x2 max-pool."""
-    if name not in _METHODS:
-        raise ValueError(f"unknown weight-gradient method {name!r}")
-    _NATIVE[name] = (fn, applies, preferred or applies)
-    if before_pool is not None:
-        _BEFORE_POOL[name] = before_pool
+            "dpbf16": wgrad.conv3x3_wgrad}
 
 
 def default_method(x: torch.Tensor, w: torch.Tensor) -> str:
     """The method the default policy runs for this shape and dtype."""
-    for name, (_, _, preferred) in _NATIVE.items():
+    for name, (_, _, preferred) in _KERNELS.items():
         if preferred(x, w):
             return name
     return DEFAULT_METHOD
 
 
 def _applicable(x: torch.Tensor, w: torch.Tensor) -> list[str]:
-    """The methods ``auto`` times for this shape: torch's always, a backend's where it applies."""
-    return [k for k in _METHODS if k not in BACKEND_METHODS or (k in _NATIVE and _NATIVE[k][1](x, w))]
+    """The methods ``auto`` times for this shape: torch's always, ours where it applies."""
+    return [k for k in _METHODS if k not in BACKEND_METHODS or (k in _KERNELS and _KERNELS[k][1](x, w))]
 
 
 # ----------------------------------------------------------------------------- policy
@@ -186,7 +175,7 @@ def _write_cache(key: str, entry: dict) -> None:
             tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
             os.replace(tmp, path)
     except OSError as e:  # a read-only home must not stop training
-        print(f"conv_cpu: could not save the weight-gradient choice ({e})", file=sys.stderr)
+        print(f"conv_group: could not save the weight-gradient choice ({e})", file=sys.stderr)
 
 
 def measure_wgrad(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> dict:
@@ -235,7 +224,7 @@ def choose_wgrad(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> str:
     elif policy == "frozen":
         _CHOICE[key] = {"method": default_method(x, w), "source": "frozen default"}
     else:
-        print(f"conv_cpu: timing the weight-gradient methods for x{list(x.shape)} "
+        print(f"conv_group: timing the weight-gradient methods for x{list(x.shape)} "
               f"w{list(w.shape)} {str(x.dtype).replace('torch.', '')} (once per machine; "
               f"saved in {cache_path()})", file=sys.stderr)
         entry = measure_wgrad(x, g, w)
@@ -307,15 +296,17 @@ def conv3x3(x: torch.Tensor, weight: torch.Tensor, before_pool: bool = False) ->
 
 
 @register("conv_group", "cpu")
-def conv_group_cpu(group: ConvGroup, x: torch.Tensor) -> torch.Tensor:
+def conv_group_cpu(group: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     """The reference group with the shape-tuned convolution and, where the
-    backend's bn_act has one, the fused max-pool + BN + act after conv1."""
-    act = getattr(group, "bn_act", bn_act)
-    pooled = getattr(act, "pooled", None) if FUSED_POOL else None
+    group's bn_act is this backend's, the fused max-pool + BN + act after
+    conv1. ``group`` is read by its attributes (conv1, pool, norm1, conv2,
+    norm2, act, and bn_act where set): models.layers.ConvGroup, which this
+    floor does not import."""
+    act = getattr(group, "bn_act", reference_bn_act)
     pool_2x2 = isinstance(group.pool, torch.nn.MaxPool2d) and _is_2x2(group.pool)
     y = conv3x3(x, group.conv1.weight, before_pool=pool_2x2)
-    if pooled is not None and pool_2x2:
-        x = pooled(y, group.norm1, group.act)
+    if FUSED_POOL and act is bn_act and pool_2x2:
+        x = pool_bn_act(y, group.norm1, group.act)
     else:
         x = act(group.pool(y), group.norm1, group.act)
     x = conv3x3(x, group.conv2.weight)

@@ -1,7 +1,9 @@
-"""The ``cpu`` backend's 3x3 conv weight gradient (csrc/conv_group_wgrad_cpu.cpp:
-AVX-512 BF16 ``vdpbf16ps``, fp32 accumulation), offered to the cpu conv group
-as its ``dpbf16`` method (models/conv_cpu.py may not import csrc, so this
-module hands the kernel to it).
+"""The cpu conv group's 3x3 conv weight gradient (csrc/conv_group_wgrad_cpu.cpp:
+AVX-512 BF16 ``vdpbf16ps``, fp32 accumulation), its ``dpbf16`` method
+(csrc/conv_group.py chooses the method), with the variant for a conv before
+a 2x2 max-pool (csrc/conv_group_wgrad_pooled_cpu.cpp). Tests:
+tests/ops/test_conv_group_wgrad.py, tests/ops/test_conv_group_wgrad_pooled.py.
+Costs: csrc/conv_group_costs.py.
 
 Why: oneDNN's bf16 weight gradient ran at 250-390 GFLOP/s on this project's
 CPU class, against 440-560 for the forwards of the same shapes, and took a
@@ -23,10 +25,9 @@ import os
 import torch
 
 from dawnbench_fast.csrc import native
-from dawnbench_fast.csrc.costs import COSTS
-from dawnbench_fast.csrc.ops import new_output
+from dawnbench_fast.csrc.conv_group_costs import COSTS
+from dawnbench_fast.csrc.engine import new_output
 from dawnbench_fast.machine import cpu_flags
-from dawnbench_fast.models import conv_cpu
 from dawnbench_fast.roofline.registry import register_flop_formulas
 
 
@@ -126,5 +127,5 @@ def _(x, g, w):
     return torch.empty_like(w, memory_format=torch.contiguous_format)
 
 
+# The roofline's FLOP/byte formulas of these ops (csrc/conv_group_costs.py), also for FlopCounterMode.
 register_flop_formulas(COSTS)
-conv_cpu.provide_wgrad("dpbf16", conv3x3_wgrad, applies, preferred, before_pool=conv3x3_wgrad_pooled)

@@ -1,5 +1,5 @@
 """The cpu backend's fused memory-bound passes (csrc/bn_act_pool_cpu.cpp):
-``pool_bn_act`` (2x2 max-pool + BN + act, csrc/pool_bn_act.py) and the
+``pool_bn_act`` (2x2 max-pool + BN + act, csrc/bn_act_pool.py) and the
 vectorised NHWC loops behind ``bn_act`` on channels_last fp32/bf16.
 
 Two kinds of check, fresh random inputs, outputs poisoned with NaN (codes
@@ -26,9 +26,9 @@ import torch
 import torch.nn.functional as F
 
 from dawnbench_fast import dispatch
-from dawnbench_fast.csrc import build, native, ops
-from dawnbench_fast.csrc import pool_bn_act as pba
-from dawnbench_fast.models import conv_cpu
+from dawnbench_fast.csrc import bn_act as csrc_bn_act
+from dawnbench_fast.csrc import bn_act_pool as pba
+from dawnbench_fast.csrc import build, conv_group, native
 from dawnbench_fast.models.layers import BatchNorm, ConvGroup
 
 reference_bn_act = dispatch.reference("bn_act")
@@ -42,7 +42,7 @@ def _seed(request):
     torch.manual_seed(zlib.crc32(request.node.nodeid.encode()))
 
 
-_NEW_OUTPUT, _CODES = ops.new_output, pba._codes
+_NEW_OUTPUT, _CODES = csrc_bn_act.new_output, pba._codes
 
 
 @pytest.fixture(autouse=True)
@@ -52,7 +52,7 @@ def _poison(monkeypatch):
         return _NEW_OUTPUT(*a, **k).fill_(float("nan"))
 
     monkeypatch.setattr(pba, "new_output", nan_output)
-    monkeypatch.setattr(ops, "new_output", nan_output)
+    monkeypatch.setattr(csrc_bn_act, "new_output", nan_output)
     monkeypatch.setattr(pba, "_codes", lambda *a: _CODES(*a).fill_(255))
 
 
@@ -112,7 +112,7 @@ def _fused(x, bn, act):
 
 
 def _unfused(x, bn, act):
-    return ops.bn_act(F.max_pool2d(x, 2), bn, act)
+    return csrc_bn_act.bn_act(F.max_pool2d(x, 2), bn, act)
 
 
 def _reference(x, bn, act):
@@ -164,9 +164,9 @@ def test_pool_bn_act_bit_exact_against_the_unfused_path(shape, dtype, old_loops)
 def test_nhwc_bn_act_loops_bit_exact_against_the_old_loops(shape, dtype, act, old_loops):
     x, bn = _input(shape, dtype), _bn(shape[1], True)
     with _Loops(True):
-        got = _run(ops.bn_act, x, bn, act)
+        got = _run(csrc_bn_act.bn_act, x, bn, act)
     with old_loops:
-        want = _run(ops.bn_act, x, bn, act, got[1])
+        want = _run(csrc_bn_act.bn_act, x, bn, act, got[1])
     for g, w in zip(got, want, strict=True):
         assert torch.equal(g, w)
     ref = _run(reference_bn_act, x.detach().float().contiguous(memory_format=torch.channels_last),
@@ -191,17 +191,17 @@ def test_bit_identical_on_repeat_and_thread_count(dtype):
 
 def test_cpu_conv_group_uses_the_fused_op_and_matches_the_unfused_group(monkeypatch):
     grp = ConvGroup(5, 13)
-    grp.bn_act = ops.bn_act  # the cpu backend's, which carries .pooled
-    assert dispatch.get_op("bn_act", "cpu").pooled is pba.pool_bn_act
+    grp.bn_act = csrc_bn_act.bn_act  # the cpu backend's, with which the group fuses the pool
+    assert dispatch.get_op("bn_act", "cpu") is csrc_bn_act.bn_act
     x = torch.randn(3, 5, 11, 9).bfloat16().contiguous(memory_format=torch.channels_last)
     results = []
     for fused in (True, False):
-        monkeypatch.setattr(conv_cpu, "FUSED_POOL", fused)
+        monkeypatch.setattr(conv_group, "FUSED_POOL", fused)
         g = copy.deepcopy(grp)
-        g.bn_act = ops.bn_act
+        g.bn_act = csrc_bn_act.bn_act
         xx = x.clone().requires_grad_(True)
         with torch.profiler.profile() as prof:
-            y = conv_cpu.conv_group_cpu(g, xx)
+            y = conv_group.conv_group_cpu(g, xx)
             y.float().square().sum().backward()
         names = {e.name for e in prof.events()}
         assert ("dawnbench::csrc_pool_bn_act_fwd" in names) == fused
@@ -270,9 +270,9 @@ def test_baseline_and_avx512_paths_bit_identical(dtype, act):
             assert native.load().nhwc_kernels_vectorised() == (path == "avx512")
             fused = _run(_fused, x, bn, act, results["avx512"][0][1] if results else None)
             with _Loops(True):
-                nhwc = _run(ops.bn_act, x_nhwc, bn, act, results["avx512"][1][1] if results else None)
+                nhwc = _run(csrc_bn_act.bn_act, x_nhwc, bn, act, results["avx512"][1][1] if results else None)
             with _Loops(False):
-                old = _run(ops.bn_act, x_nhwc, bn, act, nhwc[1])
+                old = _run(csrc_bn_act.bn_act, x_nhwc, bn, act, nhwc[1])
             results[path] = (fused, nhwc, old)
     for got, want in zip(results[baseline], results["avx512"], strict=True):
         for g, w in zip(got, want, strict=True):

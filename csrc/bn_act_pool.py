@@ -1,6 +1,8 @@
-"""2x2 max-pool + BatchNorm + activation as one CPU op (the first half of a
-conv group after its first convolution), on the CPU (OpenMP/AVX-512) build of
-csrc: ``dawnbench::csrc_pool_bn_act_fwd`` / ``_bwd`` (bn_act_pool_cpu.cpp).
+"""The ``bn_act`` op fused with the 2x2 max-pool before it, on the CPU
+(OpenMP/AVX-512) build of csrc: ``dawnbench::csrc_pool_bn_act_fwd`` /
+``_bwd`` (csrc/bn_act_pool_cpu.cpp), the first half of a conv group after
+its first convolution; the cpu conv group (csrc/conv_group.py) runs it where
+its ``bn_act`` is this backend's (csrc/bn_act.py).
 
 Reference: ``layer_ops.bn_act(F.max_pool2d(x, 2), bn, act)``. Why fused: the
 separate ops made 5 passes over memory forward (pool, its int64 indices,
@@ -14,6 +16,7 @@ the pooled tensor, the codes and 4*C statistics are kept for backward.
 The results are bit-identical to ATen's max-pool followed by the csrc
 ``bn_act`` (same tie rule, same summation order, same element math). fp32 and
 bf16 storage; channels_last (NHWC) memory (other layouts are made so first).
+Tests: tests/ops/test_bn_act_pool.py. Costs: csrc/bn_act_costs.py.
 """
 
 from __future__ import annotations
@@ -23,17 +26,9 @@ import torch
 import torch.nn.functional as F
 
 from dawnbench_fast.csrc import native
-from dawnbench_fast.csrc.costs import COSTS
-from dawnbench_fast.csrc.ops import (
-    DTYPE_CODES,
-    _check_same,
-    _ptr,
-    bn_act,
-    bn_module_args,
-    bn_parameters,
-    new_output,
-    update_running_stats,
-)
+from dawnbench_fast.csrc.bn_act import bn_act, bn_module_args, bn_parameters, check_same, update_running_stats
+from dawnbench_fast.csrc.bn_act_costs import COSTS
+from dawnbench_fast.csrc.engine import DTYPE_CODES, new_output, ptr
 from dawnbench_fast.roofline.registry import register_flop_formulas
 from dawnbench_fast.vocabulary import activation
 
@@ -64,7 +59,7 @@ def pool_bn_act_fwd(
     if x.dtype not in FUSED_DTYPES or x.dim() != 4 or x.device.type != "cpu":
         raise TypeError(f"csrc_pool_bn_act_fwd: x must be a 4-D fp32/bf16 CPU tensor, got "
                         f"{x.dtype} {tuple(x.shape)} on {x.device}")
-    _check_same("csrc_pool_bn_act_fwd", x, {"weight": weight, "bias": bias,
+    check_same("csrc_pool_bn_act_fwd", x, {"weight": weight, "bias": bias,
                                             "running_mean": running_mean, "running_var": running_var})
     x = _nhwc(x)
     n, c, h, w = x.shape
@@ -75,8 +70,8 @@ def pool_bn_act_fwd(
     wt, bs, rm, rv = bn_parameters("csrc_pool_bn_act_fwd", weight, bias, running_mean, running_var,
                                    training)
     native.load().pool_bn_act_forward(
-        DTYPE_CODES[x.dtype], _ptr(x), _ptr(pooled), _ptr(codes), _ptr(y), _ptr(stats), _ptr(wt),
-        _ptr(bs), _ptr(rm), _ptr(rv), n, h, w, c, int(training), eps, momentum,
+        DTYPE_CODES[x.dtype], ptr(x), ptr(pooled), ptr(codes), ptr(y), ptr(stats), ptr(wt),
+        ptr(bs), ptr(rm), ptr(rv), n, h, w, c, int(training), eps, momentum,
         activation(act).code)
     empty = stats.new_empty(0)
     if training and rm is not None and rv is not None:
@@ -110,8 +105,8 @@ def pool_bn_act_bwd(
     dweight = torch.empty(c, dtype=torch.float32)
     dbias = torch.empty(c, dtype=torch.float32)
     native.load().pool_bn_act_backward(
-        DTYPE_CODES[pooled.dtype], _ptr(pooled), _ptr(codes), _ptr(dy), _ptr(dx), _ptr(stats),
-        _ptr(dweight), _ptr(dbias), n, in_h, in_w, c, int(training), activation(act).code)
+        DTYPE_CODES[pooled.dtype], ptr(pooled), ptr(codes), ptr(dy), ptr(dx), ptr(stats),
+        ptr(dweight), ptr(dbias), n, in_h, in_w, c, int(training), activation(act).code)
     return dx, dweight, dbias
 
 
@@ -144,7 +139,7 @@ pool_bn_act_fwd.register_autograd(_backward, setup_context=_setup)
 
 def pool_bn_act(x: torch.Tensor, bn: torch.nn.BatchNorm2d, act: str = "gelu") -> torch.Tensor:
     """``bn_act(max_pool2d(x, 2), bn, act)`` with the module's state updated
-    as ``ops.bn_act`` does; other dtypes (fp16) take the unfused path."""
+    as csrc/bn_act.py's ``bn_act`` does; other dtypes (fp16) take the unfused path."""
     if x.dtype not in FUSED_DTYPES or x.device.type != "cpu":
         return bn_act(F.max_pool2d(x, 2), bn, act)
     args = bn_module_args(bn, act)
@@ -153,8 +148,5 @@ def pool_bn_act(x: torch.Tensor, bn: torch.nn.BatchNorm2d, act: str = "gelu") ->
     return out[0]
 
 
+# The roofline's FLOP/byte formulas of these ops (csrc/bn_act_costs.py), also for FlopCounterMode.
 register_flop_formulas(COSTS)
-
-# The cpu conv group (models/conv_cpu.py, which may not import csrc) finds the
-# fused op through the bn_act op its backend gave it.
-bn_act.pooled = pool_bn_act

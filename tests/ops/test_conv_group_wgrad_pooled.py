@@ -1,5 +1,5 @@
 """The cpu backend's weight gradient for a conv before a 2x2 max-pool
-(csrc/conv_group_wgrad_pooled_cpu.cpp through csrc/conv_wgrad.py) against aten's
+(csrc/conv_group_wgrad_pooled_cpu.cpp through csrc/conv_group_wgrad.py) against aten's
 convolution_backward in float64 on the same bf16 values, its fallback to the
 dense kernel, and its place in the conv group.
 
@@ -14,7 +14,7 @@ not of 32 (48, 80), and batches of several chunks with a shorter last one
 
 Tolerance, per element: fp32 sums of exact bf16 x bf16 products, rounded to
 bf16 once: |got - ref| <= 2^-8 |ref| + 2^-16 sum|products|, as for the dense
-kernel (tests/ops/test_conv_wgrad.py).
+kernel (tests/ops/test_conv_group_wgrad.py).
 """
 
 from __future__ import annotations
@@ -25,11 +25,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from dawnbench_fast.csrc import conv_wgrad
-from dawnbench_fast.models import conv_cpu
-from tests.ops.test_conv_wgrad import reference
+from dawnbench_fast.csrc import conv_group, conv_group_wgrad
+from tests.ops.test_conv_group_wgrad import reference
 
-pytestmark = pytest.mark.skipif(not conv_wgrad.supported(),
+pytestmark = pytest.mark.skipif(not conv_group_wgrad.supported(),
                                 reason="needs the C++ build and a CPU with AVX-512 BF16")
 
 # (N, Cin, Cout, H, W)
@@ -64,15 +63,15 @@ def assert_within_bound(got, x, g, w):
 def poisoned(monkeypatch):
     """The fp32 dW the wrapper allocates starts as NaN: a kernel that skips an
     entry, or adds to what was there, fails."""
-    real = conv_wgrad.new_output
-    monkeypatch.setattr(conv_wgrad, "new_output",
+    real = conv_group_wgrad.new_output
+    monkeypatch.setattr(conv_group_wgrad, "new_output",
                         lambda *a, **k: real(*a, **k).fill_(float("nan")))
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_pooled_wgrad_matches_aten_in_float64(shape, poisoned):
     x, g, w = pooled_inputs(*shape, seed=zlib.crc32(repr(shape).encode()))
-    got = conv_wgrad.conv3x3_wgrad_pooled(x, g, w)
+    got = conv_group_wgrad.conv3x3_wgrad_pooled(x, g, w)
     assert got.shape == w.shape and got.dtype == torch.bfloat16 and got.is_contiguous()
     assert_within_bound(got, x, g, w)
 
@@ -83,10 +82,10 @@ def test_pooled_wgrad_is_the_same_on_any_thread_count():
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        one = conv_wgrad.conv3x3_wgrad_pooled(x, g, w)
+        one = conv_group_wgrad.conv3x3_wgrad_pooled(x, g, w)
     finally:
         torch.set_num_threads(threads)
-    assert torch.equal(one, conv_wgrad.conv3x3_wgrad_pooled(x, g, w))
+    assert torch.equal(one, conv_group_wgrad.conv3x3_wgrad_pooled(x, g, w))
 
 
 @pytest.mark.parametrize("where", ["two in a window", "outside the windows", "dense"])
@@ -101,8 +100,8 @@ def test_not_a_pool_gradient_falls_back_to_the_dense_kernel(where):
         g[2, 7, 6, 3] = 0.25  # the odd map's last row belongs to no window
     else:
         g = channels_last(torch.randn_like(g, dtype=torch.float32).bfloat16())
-    got = conv_wgrad.conv3x3_wgrad_pooled(x, g, w)
-    assert torch.equal(got, conv_wgrad.conv3x3_wgrad(x, g, w))
+    got = conv_group_wgrad.conv3x3_wgrad_pooled(x, g, w)
+    assert torch.equal(got, conv_group_wgrad.conv3x3_wgrad(x, g, w))
     assert_within_bound(got, x, g, w)
 
 
@@ -110,28 +109,28 @@ def test_the_default_runs_it_before_a_pool_and_a_forced_method_does_not(monkeypa
     """Conv3x3 with before_pool: the default policy takes the variant (listed
     apart in chosen_methods) and dW matches the float64 reference of the pool's
     own dY; DAWNBENCH_WGRAD=dpbf16 runs the dense kernel as named."""
-    monkeypatch.setattr(conv_cpu, "_CHOICE", {})
-    monkeypatch.setattr(conv_cpu, "_BEFORE_POOL_RAN", set())
-    monkeypatch.setattr(conv_wgrad, "onednn_has_amx", lambda: False)
+    monkeypatch.setattr(conv_group, "_CHOICE", {})
+    monkeypatch.setattr(conv_group, "_BEFORE_POOL_RAN", set())
+    monkeypatch.setattr(conv_group_wgrad, "onednn_has_amx", lambda: False)
     monkeypatch.delenv("DAWNBENCH_WGRAD", raising=False)
     x, _, w = pooled_inputs(4, 24, 32, 9, 9, seed=9)
     upstream = torch.randn(4, 32, 4, 4, generator=torch.Generator().manual_seed(1)).bfloat16()
 
     def grads():
         w1 = w.clone().requires_grad_()
-        y = conv_cpu.Conv3x3.apply(x, w1, True)
+        y = conv_group.Conv3x3.apply(x, w1, True)
         (dy,) = torch.autograd.grad(F.max_pool2d(y, 2), y, upstream, retain_graph=True)
         F.max_pool2d(y, 2).backward(upstream)
         return w1.grad, channels_last(dy)
 
     got, dy = grads()
     name = f"x{list(x.shape)} w{list(w.shape)} bfloat16"
-    assert conv_cpu.chosen_methods() == {name: "dpbf16", f"{name} before 2x2 max-pool": "dpbf16_pooled"}
+    assert conv_group.chosen_methods() == {name: "dpbf16", f"{name} before 2x2 max-pool": "dpbf16_pooled"}
     assert_within_bound(got, x, dy, w)
-    assert torch.equal(got, conv_wgrad.conv3x3_wgrad_pooled(x, dy, w))
-    monkeypatch.setattr(conv_cpu, "_CHOICE", {})
-    monkeypatch.setattr(conv_cpu, "_BEFORE_POOL_RAN", set())
+    assert torch.equal(got, conv_group_wgrad.conv3x3_wgrad_pooled(x, dy, w))
+    monkeypatch.setattr(conv_group, "_CHOICE", {})
+    monkeypatch.setattr(conv_group, "_BEFORE_POOL_RAN", set())
     monkeypatch.setenv("DAWNBENCH_WGRAD", "dpbf16")
     forced, _ = grads()
-    assert conv_cpu.chosen_methods() == {name: "dpbf16"}
-    assert torch.equal(forced, conv_wgrad.conv3x3_wgrad(x, dy, w))
+    assert conv_group.chosen_methods() == {name: "dpbf16"}
+    assert torch.equal(forced, conv_group_wgrad.conv3x3_wgrad(x, dy, w))

@@ -1,0 +1,253 @@
+"""The ``bn_act`` op's CUDA C++ and CPU faces: batch norm (training or eval)
++ activation as the custom ops ``dawnbench::csrc_bn_act_fwd`` / ``_bwd`` (so
+profiler traces and the roofline see them), with autograd, registered for
+``--kernels cuda`` and ``--kernels cpu``.
+
+The math lives once, in csrc/bn_act_math.cuh (``__host__ __device__``): on
+CUDA tensors csrc/bn_act.cu runs it (the extension, else CuPy: csrc/engine.py),
+on CPU tensors the OpenMP loops of csrc/bn_act_cpu.cpp, or on channels_last
+fp32/bf16 the vectorised NHWC loops of csrc/bn_act_pool_cpu.cpp. On the CPU it
+is faster than torch's BatchNorm + activation (oneDNN/ATen), hence its
+registration for the ``cpu`` backend (docs/PERFORMANCE.md). The fused 2x2
+max-pool + BN + act that the cpu conv group runs after its first conv is
+csrc/bn_act_pool.py.
+
+Other faces: the reference :func:`dawnbench_fast.layer_ops.bn_act` (backend
+``torch``), Triton kernels/bn_act.py. Tests: tests/ops/test_bn_act.py,
+tests/ops/test_bn_act_pool.py. Costs: csrc/bn_act_costs.py. Every launch is
+wrapped in an nvtx range (no-ops without a profiler).
+"""
+
+from __future__ import annotations
+
+import nvtx
+import torch
+
+from dawnbench_fast import dispatch
+from dawnbench_fast.csrc import cupy_path, native
+from dawnbench_fast.csrc.bn_act_costs import COSTS
+from dawnbench_fast.csrc.engine import (
+    DTYPE_CODES,
+    DTYPE_SUFFIX,
+    NVTX_DOMAIN,
+    cuda_engine,
+    new_output,
+    ptr,
+    stream_ptr,
+)
+from dawnbench_fast.roofline.registry import register_flop_formulas
+from dawnbench_fast.vocabulary import activation
+
+
+def layout(x: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """(x dense in NCHW or NHWC memory, channels_last flag)."""
+    if x.is_contiguous():
+        return x, 0
+    if x.is_contiguous(memory_format=torch.channels_last):
+        return x, 1
+    return x.contiguous(), 0
+
+
+def partitions(m: int, c: int, cl: int) -> int:
+    """Row partitions of the GPU partial-sum kernels: about 1k blocks in all,
+    each with at least 2k rows of work."""
+    blocks_per_part = (c + 31) // 32 if cl else c
+    return max(1, min((m + 2047) // 2048, max(1, 1024 // blocks_per_part)))
+
+
+def _check_x(x: torch.Tensor, name: str) -> None:
+    if x.dtype not in DTYPE_CODES:
+        raise TypeError(f"{name}: x must be float32, bfloat16 or float16, got {x.dtype}")
+    if x.dim() != 4:
+        raise ValueError(f"{name}: x must be (N, C, H, W), got shape {tuple(x.shape)}")
+
+
+def check_same(name: str, x: torch.Tensor, per_channel: dict) -> None:
+    """Raw pointers go to the kernels: every tensor must be on x's device and
+    per-channel ones must hold exactly C values, else memory is misread."""
+    c = x.shape[1]
+    for arg, t in per_channel.items():
+        if t is None:
+            continue
+        if t.device != x.device:
+            raise ValueError(f"{name}: {arg} is on {t.device} but x is on {x.device}")
+        if t.numel() != c:
+            raise ValueError(f"{name}: {arg} has {t.numel()} values, x has {c} channels")
+
+
+def bn_parameters(
+    op: str, weight: torch.Tensor, bias: torch.Tensor, running_mean: torch.Tensor | None,
+    running_var: torch.Tensor | None, training: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """The fp32 contiguous BN parameters a C++ forward kernel reads: in
+    training the running statistics are copies the kernel updates (functional
+    ops return them), in eval they are read and must be there."""
+    wt, bs = weight.float().contiguous(), bias.float().contiguous()
+    if training:
+        rm = running_mean.float().clone() if running_mean is not None else None
+        rv = running_var.float().clone() if running_var is not None else None
+        return wt, bs, rm, rv
+    if running_mean is None or running_var is None:
+        raise ValueError(f"{op}: eval mode needs running_mean and running_var")
+    return wt, bs, running_mean.float().contiguous(), running_var.float().contiguous()
+
+
+@torch.library.custom_op("dawnbench::csrc_bn_act_fwd", mutates_args=())
+def bn_act_fwd(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
+    running_mean: torch.Tensor | None, running_var: torch.Tensor | None,
+    training: bool, eps: float, momentum: float, act: str,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(y, stats, new_running_mean, new_running_var): y = act(batchnorm(x)),
+    stats = [mean | invstd | scale | bias] (4*C fp32, kept for backward).
+
+    Functional (autograd needs that): in training mode the updated running
+    statistics come back as new tensors (empty when none were given) and the
+    caller copies them into the module; in eval mode they are read."""
+    _check_x(x, "csrc_bn_act_fwd")
+    check_same("csrc_bn_act_fwd", x, {"weight": weight, "bias": bias,
+                                       "running_mean": running_mean, "running_var": running_var})
+    x, cl = layout(x)
+    n, c, h, w = x.shape
+    y = new_output(tuple(x.shape), x.dtype, x.device, bool(cl))
+    stats = torch.empty(4 * c, device=x.device, dtype=torch.float32)
+    wt, bs, rm, rv = bn_parameters("csrc_bn_act_fwd", weight, bias, running_mean, running_var, training)
+    a = activation(act).code  # the template argument of the C++ kernels
+    with nvtx.annotate("csrc_bn_act_fwd", domain=NVTX_DOMAIN):
+        if x.device.type == "cpu":
+            native.load().bn_act_forward(
+                DTYPE_CODES[x.dtype], ptr(x), ptr(y), ptr(stats), ptr(wt), ptr(bs),
+                ptr(rm), ptr(rv), n, c, h * w, cl, int(training), eps, momentum, a)
+        else:
+            p = partitions(n * h * w, c, cl)
+            partial = torch.empty(p * c * 2, device=x.device, dtype=torch.float32)
+            shift_k = torch.empty(c, device=x.device, dtype=torch.float32)
+            if cuda_engine() == "extension":
+                native.load().bn_act_forward_cuda(
+                    DTYPE_CODES[x.dtype], ptr(x), ptr(y), ptr(stats), ptr(wt), ptr(bs),
+                    ptr(rm), ptr(rv), ptr(partial), ptr(shift_k), p, n, c, h * w, cl,
+                    int(training), eps, momentum, a, stream_ptr())
+            else:
+                cupy_path.bn_act_forward(
+                    DTYPE_SUFFIX[x.dtype], x, y, stats, wt, bs, rm, rv, partial, shift_k, p, n,
+                    c, h * w, cl, int(training), eps, momentum, a)
+    empty = stats.new_empty(0)
+    if training and rm is not None and rv is not None:
+        return y, stats, rm, rv
+    return y, stats, empty, empty.clone()
+
+
+@bn_act_fwd.register_fake
+def _(x, weight, bias, running_mean, running_var, training, eps, momentum, act):
+    f = torch.float32
+    c = x.shape[1] if training and running_mean is not None and running_var is not None else 0
+    return (torch.empty_like(x), x.new_empty(4 * x.shape[1], dtype=f), x.new_empty(c, dtype=f),
+            x.new_empty(c, dtype=f))
+
+
+@torch.library.custom_op("dawnbench::csrc_bn_act_bwd", mutates_args=())
+def bn_act_bwd(
+    x: torch.Tensor, dy: torch.Tensor, stats: torch.Tensor, training: bool, act: str
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dx, dweight, dbias) of bn_act_fwd."""
+    _check_x(x, "csrc_bn_act_bwd")
+    if dy.shape != x.shape or dy.device != x.device:
+        raise ValueError(f"csrc_bn_act_bwd: dy {tuple(dy.shape)} on {dy.device} does not match "
+                         f"x {tuple(x.shape)} on {x.device}")
+    if stats.numel() != 4 * x.shape[1] or stats.dtype != torch.float32:
+        raise ValueError("csrc_bn_act_bwd: stats must be the 4*C fp32 tensor of the forward")
+    x, cl = layout(x)
+    dy = dy.to(x.dtype)
+    dy = dy.contiguous(memory_format=torch.channels_last) if cl else dy.contiguous()
+    n, c, h, w = x.shape
+    dx = new_output(tuple(x.shape), x.dtype, x.device, bool(cl))
+    dweight = torch.empty(c, device=x.device, dtype=torch.float32)
+    dbias = torch.empty(c, device=x.device, dtype=torch.float32)
+    a = activation(act).code  # the template argument of the C++ kernels
+    with nvtx.annotate("csrc_bn_act_bwd", domain=NVTX_DOMAIN):
+        if x.device.type == "cpu":
+            native.load().bn_act_backward(
+                DTYPE_CODES[x.dtype], ptr(x), ptr(dy), ptr(dx), ptr(stats), ptr(dweight),
+                ptr(dbias), n, c, h * w, cl, int(training), a)
+        else:
+            p = partitions(n * h * w, c, cl)
+            partial = torch.empty(p * c * 2, device=x.device, dtype=torch.float32)
+            coef = torch.empty(2 * c, device=x.device, dtype=torch.float32)
+            if cuda_engine() == "extension":
+                native.load().bn_act_backward_cuda(
+                    DTYPE_CODES[x.dtype], ptr(x), ptr(dy), ptr(dx), ptr(stats),
+                    ptr(dweight), ptr(dbias), ptr(partial), ptr(coef), p, n, c, h * w, cl,
+                    int(training), a, stream_ptr())
+            else:
+                cupy_path.bn_act_backward(
+                    DTYPE_SUFFIX[x.dtype], x, dy, dx, stats, dweight, dbias, partial, coef, p, n,
+                    c, h * w, cl, int(training), a)
+    return dx, dweight, dbias
+
+
+@bn_act_bwd.register_fake
+def _(x, dy, stats, training, act):
+    c = x.shape[1]
+    f = torch.float32
+    return torch.empty_like(x), x.new_empty(c, dtype=f), x.new_empty(c, dtype=f)
+
+
+def _bn_setup(ctx, inputs, output) -> None:
+    x, weight, bias, _rm, _rv, training, _eps, _momentum, act = inputs
+    ctx.save_for_backward(x, output[1])
+    ctx.training, ctx.act = training, act
+    ctx.weight_dtype, ctx.bias_dtype = weight.dtype, bias.dtype
+
+
+def _bn_backward(ctx, grad_y, _grad_stats, _grad_rm, _grad_rv):
+    x, stats = ctx.saved_tensors
+    dx, dweight, dbias = bn_act_bwd(x, grad_y, stats, ctx.training, ctx.act)
+    return (dx, dweight.to(ctx.weight_dtype), dbias.to(ctx.bias_dtype), None, None, None, None,
+            None, None)
+
+
+bn_act_fwd.register_autograd(_bn_backward, setup_context=_bn_setup)
+
+
+def bn_act(x: torch.Tensor, bn: torch.nn.BatchNorm2d, act: str = "gelu") -> torch.Tensor:
+    """Same contract as the reference ``models.layers.bn_act`` (module state
+    updated the same way: running stats and num_batches_tracked)."""
+    args = bn_module_args(bn, act)
+    y, _, new_rm, new_rv = bn_act_fwd(x, *args)
+    update_running_stats(bn, args[4], new_rm, new_rv)
+    return y
+
+
+def bn_module_args(bn: torch.nn.BatchNorm2d, act: str) -> tuple:
+    """A BatchNorm2d module as the functional C++ ops take it: (weight, bias,
+    running_mean, running_var, use_batch_stats, eps, momentum, act), counting
+    the batch as nn.BatchNorm2d does (num_batches_tracked, cumulative momentum)."""
+    activation(act)  # one-line ValueError for an unknown name, before any state changes
+    use_batch = bn.training or not bn.track_running_stats
+    momentum = bn.momentum
+    if bn.training and bn.track_running_stats and bn.num_batches_tracked is not None:
+        bn.num_batches_tracked.add_(1)
+        if momentum is None:  # cumulative moving average, as nn.BatchNorm2d
+            momentum = 1.0 / float(bn.num_batches_tracked)
+    weight = bn.weight if bn.weight is not None else torch.ones_like(bn.running_mean)
+    bias = bn.bias if bn.bias is not None else torch.zeros_like(bn.running_mean)
+    return (weight, bias, bn.running_mean, bn.running_var, use_batch, float(bn.eps),
+            float(momentum or 0.0), act)
+
+
+def update_running_stats(bn: torch.nn.BatchNorm2d, use_batch: bool, new_rm: torch.Tensor,
+                         new_rv: torch.Tensor) -> None:
+    """Copy the running statistics a functional op returned into the module."""
+    if use_batch and new_rm.numel():
+        with torch.no_grad():
+            bn.running_mean.copy_(new_rm)
+            bn.running_var.copy_(new_rv)
+
+
+
+dispatch.register("bn_act", "cuda")(bn_act)
+dispatch.register("bn_act", "cpu")(bn_act)
+
+# The roofline's FLOP/byte formulas of these ops (csrc/bn_act_costs.py), also for FlopCounterMode:
+# registered after the definitions, because torch attaches formulas to existing ops only.
+register_flop_formulas(COSTS)

@@ -1,0 +1,38 @@
+"""FLOP and minimal-byte formulas of the cpu conv group's weight-gradient
+custom ops (csrc/conv_group_wgrad.py) for the roofline tool: FLOP = 2 x MAC;
+bytes = every tensor input read once + every output written once; arguments
+as the profiler records them, ``[]`` for non-tensors.
+
+Data only (no extension, no CuPy): the roofline finds ``COSTS`` through its
+``dawnbench_fast.costs`` entry point (pyproject.toml); csrc/conv_group_wgrad.py
+hands it to ``roofline.registry.register_flop_formulas`` for FlopCounterMode.
+"""
+
+from __future__ import annotations
+
+from dawnbench_fast.roofline.trace_args import arg_bytes, arg_numel
+
+
+def conv3x3_wgrad_cost(shapes, dtypes, concrete=None):
+    """3x3 weight gradient, counted as aten counts the convolution: 2 x N H W
+    Cin Cout 9 (the border taps the kernel skips included, so the figure
+    compares with oneDNN's); reads x and dY, writes dW (w's shape)."""
+    x, g, w = shapes[0], shapes[1], shapes[2]
+    flops = 2 * arg_numel(g) * (w[1] if len(w) > 1 else 0) * 9
+    return flops, arg_bytes(x, dtypes[0]) + arg_bytes(g, dtypes[1]) + arg_bytes(w, dtypes[2])
+
+
+def conv3x3_wgrad_pooled_cost(shapes, dtypes, concrete=None):
+    """The weight gradient before a 2x2 max-pool: the products it computes,
+    one per pool window (2 x N floor(H/2) floor(W/2) Cin Cout 9, border taps
+    included); reads x and dY, writes dW."""
+    x, g, w = shapes[0], shapes[1], shapes[2]
+    windows = g[0] * g[1] * (g[2] // 2) * (g[3] // 2) if len(g) == 4 else 0
+    flops = 2 * windows * (w[1] if len(w) > 1 else 0) * 9
+    return flops, arg_bytes(x, dtypes[0]) + arg_bytes(g, dtypes[1]) + arg_bytes(w, dtypes[2])
+
+
+COSTS = {
+    "dawnbench::csrc_conv3x3_wgrad": (conv3x3_wgrad_cost, True),
+    "dawnbench::csrc_conv3x3_wgrad_pooled": (conv3x3_wgrad_pooled_cost, True),
+}
