@@ -5,7 +5,7 @@ bf16, channels_last).
     pytest benchmarks/bench_triton_kernels.py --benchmark-json out.json
 
 Each benchmark stores in ``extra_info``: the op's FLOPs and minimal bytes (the
-roofline formulas of dawnbench_fast.kernels.costs), the achieved TFLOP/s and
+roofline formulas of each op's kernels/<op>_costs.py), the achieved TFLOP/s and
 GB/s at the median time, and the fraction of the device's peak (compute roof
 for the GEMM-like kernels, bandwidth roof for the memory-bound ones) from
 dawnbench_fast.roofline.peaks. Both implementations of a kernel share a
@@ -70,7 +70,7 @@ def _nhwc(n, c, h, w=None):
 @pytest.mark.parametrize("cin,cout,h", GROUPS, ids=lambda v: str(v))
 def test_conv3x3_pool_stats(benchmark, impl, cin, cout, h, peaks):
     """conv3x3 + 2x2 max-pool + per-channel sum/sum of squares (forward)."""
-    from dawnbench_fast.kernels import conv_group, costs
+    from dawnbench_fast.kernels import conv_group, conv_group_costs
 
     benchmark.group = f"conv3x3_pool_stats {cin}->{cout} @{h}px"
     x = _nhwc(BATCH, cin, h)
@@ -87,7 +87,7 @@ def test_conv3x3_pool_stats(benchmark, impl, cin, cout, h, peaks):
             y = F.max_pool2d(F.conv2d(xc, w, padding=1), 2)
             yf = y.float()
             return y, yf.sum((0, 2, 3)), (yf * yf).sum((0, 2, 3))
-    flops, nbytes = costs.conv3x3_pool_fwd_cost(
+    flops, nbytes = conv_group_costs.conv3x3_pool_fwd_cost(
         [list(x.shape), list(wm.shape), [0], [0]], ["c10::BFloat16", "c10::BFloat16"])
     _run(benchmark, fn, flops, nbytes, peaks, compute_bound=True)
 
@@ -96,7 +96,7 @@ def test_conv3x3_pool_stats(benchmark, impl, cin, cout, h, peaks):
 @pytest.mark.parametrize("c,h", [(64, 15), (256, 7), (256, 3)], ids=lambda v: str(v))
 def test_conv3x3_prologue_stats(benchmark, impl, c, h, peaks):
     """act(x*scale+shift) -> conv3x3 -> statistics (the group's second conv)."""
-    from dawnbench_fast.kernels import conv_group, costs
+    from dawnbench_fast.kernels import conv_group, conv_group_costs
 
     benchmark.group = f"conv3x3_bnact_prologue_stats {c}->{c} @{h}px"
     x = _nhwc(BATCH, c, h)
@@ -115,7 +115,7 @@ def test_conv3x3_prologue_stats(benchmark, impl, c, h, peaks):
             y = F.conv2d(a, w, padding=1)
             yf = y.float()
             return y, yf.sum((0, 2, 3)), (yf * yf).sum((0, 2, 3))
-    flops, nbytes = costs.conv3x3_fwd_cost(
+    flops, nbytes = conv_group_costs.conv3x3_fwd_cost(
         [list(x.shape), list(wm.shape), [c], [c]], ["c10::BFloat16", "c10::BFloat16"])
     _run(benchmark, fn, flops, nbytes, peaks, compute_bound=True)
 
@@ -172,7 +172,7 @@ def test_bn_act_train(benchmark, impl, c, h, peaks):
                          ids=["ns_256x2304", "ns_64x576", "head"])
 def test_gemm(benchmark, impl, m, k, n, peaks):
     """X @ X.T of Newton-Schulz (conv filters flattened) and the linear head."""
-    from dawnbench_fast.kernels import costs, gemm
+    from dawnbench_fast.kernels import gemm, gemm_costs
 
     benchmark.group = f"gemm {m}x{k}x{n}"
     a = torch.randn(m, k, device="cuda", dtype=DT)
@@ -180,7 +180,7 @@ def test_gemm(benchmark, impl, m, k, n, peaks):
 
     def fn():
         return gemm.gemm(a, b) if impl == "triton" else a @ b
-    flops, nbytes = costs.gemm_cost([[m, k], [k, n]], ["c10::BFloat16"] * 2)
+    flops, nbytes = gemm_costs.gemm_cost([[m, k], [k, n]], ["c10::BFloat16"] * 2)
     _run(benchmark, fn, flops, nbytes, peaks, compute_bound=True)
 
 
@@ -211,7 +211,7 @@ def test_augment(benchmark, impl, peaks):
 
     from dawnbench_fast import dispatch
     from dawnbench_fast.data.augment import augment_params, augment_torch, normalisation
-    from dawnbench_fast.kernels import costs
+    from dawnbench_fast.kernels import augment_costs
 
     benchmark.group = f"augment batch {BATCH}"
     padded = torch.randint(0, 256, (50000, 36, 36, 3), dtype=torch.uint8, device="cuda")
@@ -224,6 +224,6 @@ def test_augment(benchmark, impl, peaks):
         if impl == "triton":
             return aug(padded, idx, p, sc, sh, out_dtype=DT)
         return augment_torch(padded, idx, p, sc, sh).to(DT)
-    flops, _ = costs.augment_cost([list(padded.shape), [BATCH]], ["unsigned char", "long int"])
+    flops, _ = augment_costs.augment_cost([list(padded.shape), [BATCH]], ["unsigned char", "long int"])
     nbytes = BATCH * 32 * 32 * 3 * (1 + 2)  # uint8 in, bf16 out
     _run(benchmark, fn, flops, nbytes, peaks, compute_bound=False)

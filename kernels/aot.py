@@ -24,17 +24,17 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from dawnbench_fast.kernels.affine_act import affine_act_kernel
 from dawnbench_fast.kernels.augment import augment_kernel
+from dawnbench_fast.kernels.bn_act_affine import affine_act_kernel
 from dawnbench_fast.kernels.bn_act_backward import (
     bn_act_bwd_apply_kernel,
     bn_act_bwd_reduce_kernel,
 )
-from dawnbench_fast.kernels.bn_finalize import bn_finalize_kernel
-from dawnbench_fast.kernels.bn_stats import channel_stats_kernel
-from dawnbench_fast.kernels.conv3x3 import conv3x3_fwd_kernel
-from dawnbench_fast.kernels.conv3x3_wgrad import conv3x3_wgrad_kernel
+from dawnbench_fast.kernels.bn_act_finalize import bn_finalize_kernel
+from dawnbench_fast.kernels.bn_act_stats import channel_stats_kernel
 from dawnbench_fast.kernels.conv_group import conv_blocks, wgrad_blocks
+from dawnbench_fast.kernels.conv_group_conv3x3 import conv3x3_fwd_kernel
+from dawnbench_fast.kernels.conv_group_wgrad import conv3x3_wgrad_kernel
 from dawnbench_fast.kernels.gemm_kernel import gemm_configs, gemm_kernel
 
 TARGETS = {"sm_80": GPUTarget("cuda", 80, 32), "sm_90": GPUTarget("cuda", 90, 32)}

@@ -19,7 +19,7 @@ Faces of the op:
   registered for ``--kernels cuda`` and ``--kernels cpu``; also a numba
   kernel, ``data.augment_cpu.augment_cpu``, measured slower and registered
   nowhere.
-Tests: tests/ops/test_augment.py. Costs: kernels/costs.py.
+Tests: tests/ops/test_augment.py. Costs: kernels/augment_costs.py.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from dawnbench_fast import dispatch
 from dawnbench_fast.data.augment import AugmentParams
 from dawnbench_fast.data.augment import augment_torch as reference
 from dawnbench_fast.data.host_copy import to_device
-from dawnbench_fast.kernels.costs import COSTS
+from dawnbench_fast.kernels.augment_costs import COSTS
 from dawnbench_fast.kernels.launches import new_output, record
 from dawnbench_fast.roofline.registry import register_flop_formulas
 
@@ -115,7 +115,7 @@ def augment(padded: torch.Tensor, indices: torch.Tensor, params: AugmentParams, 
     return out.permute(0, 3, 1, 2)
 
 
-# The roofline's FLOP/byte formulas of these ops (kernels/costs.py), also for FlopCounterMode:
+# The roofline's FLOP/byte formulas of this op (kernels/augment_costs.py), also for FlopCounterMode:
 # registered after the definitions, because torch attaches formulas to existing ops only.
 
 register_flop_formulas(COSTS)

@@ -6,8 +6,8 @@ Faces of the op:
 - reference: :func:`dawnbench_fast.layer_ops.bn_act` (backend ``torch``; the
   kernel-level references ``*_reference`` sit beside each kernel below);
 - Triton (this module), kernels in small files:
-  :mod:`.bn_stats` (per-channel sum / sum of squares), :mod:`.bn_finalize`
-  (sums -> mean, invstd, scale, shift; running stats), :mod:`.affine_act`
+  :mod:`.bn_act_stats` (per-channel sum / sum of squares), :mod:`.bn_act_finalize`
+  (sums -> mean, invstd, scale, shift; running stats), :mod:`.bn_act_affine`
   (y = act(x*scale + shift)), :mod:`.bn_act_backward` (reduce + apply, with
   the 2x2 max-pool scatter the conv group needs), :mod:`.activations`;
 - CUDA C++ and CPU: csrc/bn_act.py (custom ops ``dawnbench::csrc_bn_act_fwd``
@@ -15,7 +15,7 @@ Faces of the op:
   math, csrc/bn_act_cpu.cpp, on CPU tensors), registered for ``--kernels
   cuda`` and ``--kernels cpu``; fused with the 2x2 max-pool before it on the
   CPU: csrc/bn_act_pool.py.
-Tests: tests/ops/test_bn_act.py. Costs: kernels/costs.py.
+Tests: tests/ops/test_bn_act.py. Costs: kernels/bn_act_costs.py.
 
 The kernels are custom ops (``dawnbench::<name>``) so that profiler traces
 carry their names and the roofline can cost them; each allocates its
@@ -32,15 +32,15 @@ import triton
 from dawnbench_fast import dispatch
 from dawnbench_fast.kernels import launches as L
 from dawnbench_fast.kernels.activations import act_code
-from dawnbench_fast.kernels.affine_act import affine_act_kernel, affine_act_reference
+from dawnbench_fast.kernels.bn_act_affine import affine_act_kernel, affine_act_reference
 from dawnbench_fast.kernels.bn_act_backward import (
     bn_act_backward_reference,
     bn_act_bwd_apply_kernel,
     bn_act_bwd_reduce_kernel,
 )
-from dawnbench_fast.kernels.bn_finalize import bn_finalize_kernel, bn_finalize_reference
-from dawnbench_fast.kernels.bn_stats import channel_stats_kernel, channel_stats_reference
-from dawnbench_fast.kernels.costs import COSTS
+from dawnbench_fast.kernels.bn_act_costs import COSTS
+from dawnbench_fast.kernels.bn_act_finalize import bn_finalize_kernel, bn_finalize_reference
+from dawnbench_fast.kernels.bn_act_stats import channel_stats_kernel, channel_stats_reference
 from dawnbench_fast.kernels.launches import new_output, record
 from dawnbench_fast.layer_ops import bn_act as reference
 from dawnbench_fast.roofline.registry import register_flop_formulas
@@ -261,7 +261,7 @@ def bn_act(x: torch.Tensor, bn: torch.nn.BatchNorm2d, act: str = "gelu") -> torc
     return y.permute(0, 3, 1, 2)
 
 
-# The roofline's FLOP/byte formulas of these ops (kernels/costs.py), also for FlopCounterMode:
+# The roofline's FLOP/byte formulas of these ops (kernels/bn_act_costs.py), also for FlopCounterMode:
 # registered after the definitions, because torch attaches formulas to existing ops only.
 
 register_flop_formulas(COSTS)

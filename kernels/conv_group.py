@@ -7,18 +7,18 @@ Faces of the op:
 - reference: :func:`dawnbench_fast.layer_ops.conv_group` (backend ``torch``);
   kernel-level references :func:`conv3x3_reference`, :func:`conv3x3_wgrad_reference`;
 - Triton (this module): forward = conv3x3 (+pool +BN statistics, fused;
-  :mod:`.conv3x3`) -> finalize -> conv3x3 with the BN+act prologue
+  :mod:`.conv_group_conv3x3`) -> finalize -> conv3x3 with the BN+act prologue
   (+statistics) -> finalize -> BN+act (the ops of :mod:`.bn_act`). Backward,
   all ours: BN+act backward with the pool scatter, the convs' data gradients
   (the forward kernel on flipped filters) and weight gradients (split-K
-  implicit GEMM that recomputes the BN+act prologue; :mod:`.conv3x3_wgrad`).
+  implicit GEMM that recomputes the BN+act prologue; :mod:`.conv_group_wgrad`).
   ``TRITON_DGRAD``/``TRITON_WGRAD`` = False switch those two GEMMs to
   ``aten.convolution_backward`` (cuDNN on a GPU);
 - CUDA C++: none (the ``cuda`` backend serves the reference);
 - CPU: csrc/conv_group.py (oneDNN convolutions with our weight gradient,
   csrc/conv_group_wgrad.py, and the fused pool + BN + act), registered for
   ``--kernels cpu``.
-Tests: tests/ops/test_conv_group.py. Costs: kernels/costs.py.
+Tests: tests/ops/test_conv_group.py. Costs: kernels/conv_group_costs.py.
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ from dawnbench_fast.kernels.bn_act import (
     empty_f32,
     finalize,
 )
-from dawnbench_fast.kernels.conv3x3 import conv3x3_fwd_kernel, conv3x3_reference
-from dawnbench_fast.kernels.conv3x3_wgrad import conv3x3_wgrad_kernel, conv3x3_wgrad_reference
-from dawnbench_fast.kernels.costs import COSTS
+from dawnbench_fast.kernels.conv_group_conv3x3 import conv3x3_fwd_kernel, conv3x3_reference
+from dawnbench_fast.kernels.conv_group_costs import COSTS
+from dawnbench_fast.kernels.conv_group_wgrad import conv3x3_wgrad_kernel, conv3x3_wgrad_reference
 from dawnbench_fast.kernels.launches import interpreting, needs_f32_math, new_output, record
 from dawnbench_fast.layer_ops import conv_group as reference
 from dawnbench_fast.roofline.registry import register_flop_formulas
@@ -290,7 +290,7 @@ def conv_group(group: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     return y.permute(0, 3, 1, 2)
 
 
-# The roofline's FLOP/byte formulas of these ops (kernels/costs.py), also for FlopCounterMode:
+# The roofline's FLOP/byte formulas of these ops (kernels/conv_group_costs.py), also for FlopCounterMode:
 # registered after the definitions, because torch attaches formulas to existing ops only.
 
 register_flop_formulas(COSTS)

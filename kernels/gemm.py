@@ -14,7 +14,7 @@ Faces of the ops:
   not registered for any op yet (unmeasured on a GPU);
 - CPU: the C++ build of that GEMM is an mma emulation for tests, never
   registered; ``--kernels cpu`` serves the references.
-Tests: tests/ops/test_gemm.py. Costs: kernels/costs.py.
+Tests: tests/ops/test_gemm.py. Costs: kernels/gemm_costs.py.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import triton
 
 from dawnbench_fast import dispatch
 from dawnbench_fast.kernels import launches as L
-from dawnbench_fast.kernels.costs import COSTS
+from dawnbench_fast.kernels.gemm_costs import COSTS
 from dawnbench_fast.kernels.gemm_kernel import gemm_autotuned, gemm_reference
 from dawnbench_fast.kernels.launches import needs_f32_math, new_output, record
 from dawnbench_fast.layer_ops import linear as linear_reference
@@ -144,7 +144,7 @@ def newton_schulz(g: torch.Tensor, steps: int = 3, eps: float = 1e-7,
     return x.T if transposed else x
 
 
-# The roofline's FLOP/byte formulas of these ops (kernels/costs.py), also for FlopCounterMode:
+# The roofline's FLOP/byte formulas of these ops (kernels/gemm_costs.py), also for FlopCounterMode:
 # registered after the definitions, because torch attaches formulas to existing ops only.
 
 register_flop_formulas(COSTS)

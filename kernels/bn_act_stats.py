@@ -3,7 +3,7 @@
 Statistics are accumulated in fp32 whatever the storage dtype. Each program
 reduces a contiguous chunk of rows; ``ATOMIC`` adds its partial into a single
 row with fp32 atomics (fast, order-dependent), otherwise every program writes
-its own row of partials and :mod:`bn_finalize` sums them in a fixed order
+its own row of partials and :mod:`.bn_act_finalize` sums them in a fixed order
 (bitwise deterministic).
 """
 

@@ -1,6 +1,6 @@
 """y = act(x * scale[c] + shift[c]) over an NHWC activation viewed as R x C:
 the element-wise half of batch norm + activation (scale/shift come from
-:mod:`bn_finalize`). Also used in backward to recompute the activated conv
+:mod:`.bn_act_finalize`). Also used in backward to recompute the activated conv
 input instead of storing it.
 """
 
