@@ -1,9 +1,12 @@
 """One switch for every trainer: ``--kernels {auto,torch,triton,cuda,cpu}``,
 and the one catalogue of the ops it switches.
 
-:data:`CATALOGUE` lists every op once: its name, its contract (one line) and
+:data:`CATALOGUE` lists every op once: its name, its contract (one line),
 its reference implementation, the plain PyTorch code that *is* backend
-``torch`` and the specification the tests compare every other backend with.
+``torch`` and the specification the tests compare every other backend with,
+and, for each backend where it has no implementation of its own, why
+(``no_face``; tests/test_dispatch.py checks that every (op, backend) pair is
+registered or explained there).
 Other backends register their implementations with :func:`register` from
 the op's module (``dawnbench_fast.kernels.<op>`` for Triton,
 ``dawnbench_fast.csrc.<op>`` for the CUDA C++ kernels and their CPU build);
@@ -30,7 +33,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -49,6 +52,17 @@ class Op:
     name: str
     contract: str  # one-line signature and semantics, shared by every backend
     reference: str  # "<module>.<qualname>" of the plain PyTorch implementation (backend torch)
+    # backend -> why it has no implementation of its own (there the reference serves the op)
+    no_face: dict[str, str] = field(default_factory=dict, hash=False)
+
+
+# The GEMM ops (linear, matmul, newton_schulz) on the cuda and cpu backends.
+_GEMM_IS_TORCH = {
+    "cuda": "torch's matmul (cuBLAS) serves it: our tensor-core GEMM (csrc/gemm.py) is a tested "
+            "reference, not measured faster than cuBLAS, and registered for no op",
+    "cpu": "torch's matmul (oneDNN) serves it: the CPU build of our GEMM (csrc/gemm_mma_cpu.cpp) "
+           "emulates the tensor-core tiles, for tests only",
+}
 
 
 CATALOGUE: dict[str, Op] = {
@@ -60,15 +74,18 @@ CATALOGUE: dict[str, Op] = {
            "dawnbench_fast.data.augment.augment_torch"),
         Op("conv_group", "conv_group(group: ConvGroup, x NCHW) -> act(bn2(conv2(act(bn1(pool2(conv1(x)))))))"
            ", batch norms in training or eval per their .training, running stats updated",
-           "dawnbench_fast.layer_ops.conv_group"),
+           "dawnbench_fast.layer_ops.conv_group",
+           no_face={"cuda": "no CUDA C++ conv kernel: the reference serves it (cuDNN's convolutions "
+                            "and the cuda backend's bn_act); the GPU's own conv group is Triton's"}),
         Op("bn_act", "bn_act(x NCHW, bn: BatchNorm2d, act='gelu') -> act(bn(x)), training or eval per "
            "bn.training, running stats updated", "dawnbench_fast.layer_ops.bn_act"),
         Op("linear", "linear(x [*, K], weight [N, K]) -> x @ weight.T (no bias; autocast-aware)",
-           "dawnbench_fast.layer_ops.linear"),
+           "dawnbench_fast.layer_ops.linear", no_face=_GEMM_IS_TORCH),
         Op("matmul", "matmul(a [M, K], b [K, N]) -> a @ b (2-D, any strides, a's dtype)",
-           "dawnbench_fast.newton_schulz.matmul"),
+           "dawnbench_fast.newton_schulz.matmul", no_face=_GEMM_IS_TORCH),
         Op("newton_schulz", "newton_schulz(g [M, N], steps=3, eps=1e-7) -> bf16 [M, N] ~ U V^T of g's "
-           "SVD (Muon's quintic iteration)", "dawnbench_fast.newton_schulz.newton_schulz"),
+           "SVD (Muon's quintic iteration)", "dawnbench_fast.newton_schulz.newton_schulz",
+           no_face=_GEMM_IS_TORCH),
     )
 }
 

@@ -2,6 +2,7 @@
 one catalogue, one registration per (op, backend), op_table's shape, ``auto``,
 and ``--kernels cpu`` refusing to run without our C++ build."""
 
+import dataclasses
 import importlib
 
 import pytest
@@ -37,6 +38,32 @@ def test_cpu_backend_serves_what_was_measured_faster():
                                    "impl": "dawnbench_fast.csrc.conv_group.conv_group_cpu"}
     assert table["linear"]["backend"] == table["newton_schulz"]["backend"] == "torch"
     assert table["matmul"]["backend"] == "torch"  # csrc's mma GEMM on the CPU is an emulation for tests
+
+
+def test_every_op_has_a_face_on_every_backend_or_says_why():
+    """Each (op, backend) is registered by a provider, or listed in the op's
+    no_face with a one-line reason: never both, never neither."""
+    pytest.importorskip("triton")
+    backends = [b for b in dispatch.KERNEL_CHOICES if b not in ("auto", "torch")]
+    for b in backends:
+        assert dispatch._load_provider(b) is None, b  # importing needs no GPU
+    missing, both = [], []
+    for name, op in dispatch.CATALOGUE.items():
+        assert set(op.no_face) <= set(backends), (name, op.no_face)
+        for b in backends:
+            why = op.no_face.get(b, "")
+            assert "\n" not in why
+            if ((name, b) in dispatch._IMPLS) == bool(why):
+                (both if why else missing).append(f"{name} on {b}")
+    assert not missing, f"neither registered nor explained in no_face: {missing}"
+    assert not both, f"registered, yet no_face explains its absence: {both}"
+
+
+def test_the_face_check_fails_on_an_unexplained_gap(monkeypatch):
+    monkeypatch.setitem(dispatch.CATALOGUE, "linear",
+                        dataclasses.replace(dispatch.CATALOGUE["linear"], no_face={}))
+    with pytest.raises(AssertionError, match="linear on cuda"):
+        test_every_op_has_a_face_on_every_backend_or_says_why()
 
 
 def test_second_registration_of_an_op_is_an_error(monkeypatch):

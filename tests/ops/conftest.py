@@ -85,7 +85,8 @@ def implementation(backend: str, device: torch.device) -> Callable[[str], Callab
         if reason is not None:
             pytest.skip(f"--kernels {backend}: {reason}")
         if dispatch.op_table(backend, [op])[op]["backend"] != backend:
-            pytest.skip(f"--kernels {backend} has no {op} of its own (serves the reference)")
+            why = dispatch.CATALOGUE[op].no_face.get(backend, "the reference serves it")
+            pytest.skip(f"--kernels {backend} has no {op} of its own: {why}")
         return dispatch.get_op(op, backend)
 
     return get
