@@ -1,7 +1,7 @@
 // pybind11 module dawnbench_fast._C. Tensors cross as raw data pointers
 // (Tensor.data_ptr()) plus shapes, so the module links against neither torch
 // nor its C++ ABI: building it needs pybind11 alone, never a CUDA torch. The
-// Python side (csrc/ops.py) checks dtypes, layouts and devices before calling.
+// Python side (csrc/<op>.py) checks dtypes, layouts and devices before calling.
 //
 // Built with -DDBF_WITH_CUDA when nvcc was found: then the CUDA launchers of
 // bn_act.cu / gemm_mma.cu are linked in (cudart static) and exposed as *_cuda.
@@ -70,7 +70,7 @@ std::vector<CpuCopy> cpu_copies() {
   std::vector<CpuCopy> copies;
 #ifdef DBF_HAVE_CPU_MARCH
   // Built for the -march the user asked for: trusted to run here (the cpu
-  // backend's probe compares its AVX-512 with /proc/cpuinfo, csrc/cpu_ops.py).
+  // backend's probe compares its AVX-512 with /proc/cpuinfo, csrc/engine.py).
   copies.push_back({dbf_cpu_api_march(), true});
 #endif
 #ifdef DBF_HAVE_CPU_AVX512

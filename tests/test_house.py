@@ -1,5 +1,6 @@
-"""The shape of the house (issue 8): no import cycles, the lowest floors do not
-import the kernels, and no module or function grows past what a reader holds.
+"""The shape of the house (issues 8 and 29): no import cycles, the lowest
+floors do not import the kernels, kernels/ and csrc/ do not import the model
+or the optimiser, and no module or function grows past what a reader holds.
 
 Imports are read from the source with ``ast`` (module level and inside
 functions alike), so an import hidden in a function to dodge a cycle at import
@@ -146,14 +147,36 @@ def test_lower_floors_do_not_import_kernels(floor):
         ", ".join(bad)
 
 
-def test_kernels_do_not_import_models_or_optimizers():
-    graph = _graph()
-    bad = sorted(
-        f"{m} -> {t}"
-        for m, targets in graph.items() if m.startswith("dawnbench_fast.kernels")
-        for t in targets if t.startswith(("dawnbench_fast.models", "dawnbench_fast.optim"))
-    )
-    assert not bad, "kernels never import the model or the optimizer: " + ", ".join(bad)
+KERNEL_FLOORS = ("dawnbench_fast.kernels", "dawnbench_fast.csrc")
+MODEL_FLOORS = ("dawnbench_fast.models", "dawnbench_fast.optim")
+
+
+def _in(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def _upward_imports(graph: dict[str, set[str]], importers: tuple[str, ...],
+                    forbidden: tuple[str, ...]) -> list[str]:
+    """Edges from a module of ``importers`` to one of ``forbidden``."""
+    return sorted(f"{m} -> {t}" for m, targets in graph.items() if _in(m, importers)
+                  for t in targets if _in(t, forbidden))
+
+
+def test_kernels_and_csrc_do_not_import_models_or_optimizers():
+    # an op's kernels (Triton or C++/CPU) take the model's modules as arguments
+    # (duck typing); the model looks its ops up through dawnbench_fast.dispatch
+    bad = _upward_imports(_graph(), KERNEL_FLOORS, MODEL_FLOORS)
+    assert not bad, "kernels/ and csrc/ never import the model or the optimizer: " + ", ".join(bad)
+
+
+def test_the_layer_check_catches_a_planted_violation():
+    graph = {"dawnbench_fast.csrc.conv_group": {"dawnbench_fast.models.layers", "dawnbench_fast.dispatch"},
+             "dawnbench_fast.kernels.gemm": {"dawnbench_fast.optim.muon"},
+             "dawnbench_fast.models.layers": {"dawnbench_fast.dispatch"},
+             "dawnbench_fast.csrc_extra": {"dawnbench_fast.models_extra"}}
+    assert _upward_imports(graph, KERNEL_FLOORS, MODEL_FLOORS) == [
+        "dawnbench_fast.csrc.conv_group -> dawnbench_fast.models.layers",
+        "dawnbench_fast.kernels.gemm -> dawnbench_fast.optim.muon"]
 
 
 def test_no_module_over_the_line_limit():
