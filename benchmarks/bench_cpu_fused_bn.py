@@ -144,8 +144,8 @@ def test_group(benchmark, native_build, variant, which, cin, cout, side):
 @pytest.mark.parametrize("which", ["old", "new"])
 def test_step(benchmark, cifar10, native_build, variant, which):
     from dawnbench_fast.cifar import CifarTask, Config
+    from dawnbench_fast.config.precision import with_resolved_precision
     from dawnbench_fast.data.cifar10_device import prepare_data
-    from dawnbench_fast.precision import with_resolved_precision
 
     cfg = dataclasses.replace(Config(), subset=BATCH * 3, batch_size=BATCH, kernels="cpu")
     cfg, _ = with_resolved_precision(cfg, torch.device("cpu"))

@@ -21,9 +21,10 @@ import torch
 from knobs import env_int
 
 from dawnbench_fast import dispatch
-from dawnbench_fast.cifar import Config, Trainer, prepare_data
+from dawnbench_fast.cifar import CifarTask, Config
+from dawnbench_fast.config.precision import with_resolved_precision
 from dawnbench_fast.csrc import conv_group
-from dawnbench_fast.precision import with_resolved_precision
+from dawnbench_fast.data.cifar10_device import prepare_data
 
 BATCH = env_int("BENCH_BATCH", 1000)
 ROUNDS = env_int("BENCH_ROUNDS", 3)
@@ -41,7 +42,7 @@ def test_train_step(benchmark, data, backend):
     if (reason := dispatch.unavailable_reason(backend, torch.device("cpu"))) is not None:
         pytest.skip(f"--kernels {backend} unavailable here: {reason}")
     cfg, d = data
-    t = Trainer(dataclasses.replace(cfg, kernels=backend), d, torch.device("cpu"), backend)
+    t = CifarTask(dataclasses.replace(cfg, kernels=backend), d, torch.device("cpu"), backend)
     t.init_model()
     batches = list(t.epoch_batches(0))
     for b in batches[:2]:  # warm-up: oneDNN primitives, allocator growth

@@ -24,9 +24,10 @@ import torch
 from knobs import env_int
 
 from dawnbench_fast import dispatch
-from dawnbench_fast.cifar import Config, Trainer, prepare_data
+from dawnbench_fast.cifar import CifarTask, Config
+from dawnbench_fast.config.precision import with_resolved_precision
+from dawnbench_fast.data.cifar10_device import prepare_data
 from dawnbench_fast.models.layers import bn_act as torch_bn_act
-from dawnbench_fast.precision import with_resolved_precision
 
 BATCH = env_int("BENCH_BATCH", 500)
 ROUNDS = env_int("BENCH_ROUNDS", 5)
@@ -38,7 +39,7 @@ def test_train_step(benchmark, cifar10, native_build, bn_act):
         pytest.skip(f"--kernels cpu unavailable here: {reason}")
     cfg = dataclasses.replace(Config(), subset=BATCH * 3, batch_size=BATCH, kernels="cpu")
     cfg, _ = with_resolved_precision(cfg, torch.device("cpu"))  # auto made concrete, as a run does
-    t = Trainer(cfg, prepare_data(cifar10, cfg, torch.device("cpu")), torch.device("cpu"), "cpu")
+    t = CifarTask(cfg, prepare_data(cifar10, cfg, torch.device("cpu")), torch.device("cpu"), "cpu")
     t.init_model()
     if bn_act == "torch":
         for g in t.model.groups:

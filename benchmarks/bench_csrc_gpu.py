@@ -42,7 +42,6 @@ def _implementation(impl: str, op: str, torch_fn, csrc_fn):
     if impl == "triton":
         try:
             from dawnbench_fast import dispatch
-
             reason = dispatch.unavailable_reason("triton", torch.device("cuda"))
         except Exception as e:  # Triton missing or broken: no Triton row
             reason = f"{type(e).__name__}: {e}"

@@ -34,11 +34,12 @@ import torch
 from knobs import env_int, env_words
 
 from dawnbench_fast import dispatch
-from dawnbench_fast.cifar import RECIPES, Config, Trainer, apply_overrides
+from dawnbench_fast.cifar import RECIPES, CifarTask, Config
+from dawnbench_fast.cifar.recipe import apply_overrides
+from dawnbench_fast.config.precision import with_resolved_precision
 from dawnbench_fast.csrc import conv_group
 from dawnbench_fast.data.cifar10_device import prepare_data
-from dawnbench_fast.precision import with_resolved_precision
-from dawnbench_fast.task import steps_in
+from dawnbench_fast.training.task import steps_in
 
 ARMS = env_words("BENCH_ARMS", "dawnbench_fast hiverge")
 ROUNDS = env_int("BENCH_ROUNDS", 5)
@@ -64,7 +65,7 @@ def test_recipe_step(benchmark, cifar10, arm, monkeypatch):
     cfg, wgrad = arm_config(arm)
     monkeypatch.setattr(conv_group, "FORCE", wgrad)
     cfg, _ = with_resolved_precision(dataclasses.replace(cfg, subset=cfg.batch_size * 3), torch.device("cpu"))
-    t = Trainer(cfg, prepare_data(cifar10, cfg, torch.device("cpu")), torch.device("cpu"), "cpu")
+    t = CifarTask(cfg, prepare_data(cifar10, cfg, torch.device("cpu")), torch.device("cpu"), "cpu")
     t.init_model()
     batches = list(t.epoch_batches(0))
     for b in batches[:2]:  # warm-up: oneDNN primitives, allocator growth
@@ -82,7 +83,7 @@ def test_recipe_step(benchmark, cifar10, arm, monkeypatch):
 def main(argv: list[str] | None = None) -> int:
     import script_entry
 
-    from dawnbench_fast.runtime import set_threads
+    from dawnbench_fast.execution.runtime import set_threads
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="other arguments go to pytest")
     p.add_argument("arms", nargs="*", help="RECIPE[:field=value,...], e.g. hiverge:act=gelu (BENCH_ARMS)")

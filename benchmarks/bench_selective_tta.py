@@ -20,12 +20,13 @@ import argparse
 
 import torch
 
-from dawnbench_fast.cifar import Config, inference_net, load_model
+from dawnbench_fast.cifar import Config, load_model
+from dawnbench_fast.cifar.evaluation import inference_net
+from dawnbench_fast.cifar.tta import selective_tta_logits, tta_logits
 from dawnbench_fast.data.cifar10 import load_cifar10
 from dawnbench_fast.data.cifar10_device import prepare_data
-from dawnbench_fast.runtime import autocast
-from dawnbench_fast.train import batched, one_image_latency
-from dawnbench_fast.tta import selective_tta_logits, tta_logits
+from dawnbench_fast.execution.runtime import autocast
+from dawnbench_fast.training.train import batched, one_image_latency
 
 
 def main() -> None:

@@ -24,10 +24,12 @@ import torch.nn.functional as F
 from knobs import env_int
 
 from dawnbench_fast import dispatch
-from dawnbench_fast.cifar import Config, build_model, inference_net
-from dawnbench_fast.precision import resolve_precision
-from dawnbench_fast.runtime import autocast
-from dawnbench_fast.tta import tta_logits
+from dawnbench_fast.cifar import Config
+from dawnbench_fast.cifar.evaluation import inference_net
+from dawnbench_fast.cifar.task import build_model
+from dawnbench_fast.cifar.tta import tta_logits
+from dawnbench_fast.config.precision import resolve_precision
+from dawnbench_fast.execution.runtime import autocast
 
 IMAGES = env_int("BENCH_IMAGES", 300)
 ROUNDS = env_int("BENCH_ROUNDS", 5)

@@ -21,11 +21,12 @@ import argparse
 import torch
 import torch.nn.functional as F
 
-from dawnbench_fast.cifar import Config, inference_net, load_model
+from dawnbench_fast.cifar import Config, load_model
+from dawnbench_fast.cifar.evaluation import inference_net
 from dawnbench_fast.data.cifar10 import load_cifar10
 from dawnbench_fast.data.cifar10_device import prepare_data
-from dawnbench_fast.runtime import autocast
-from dawnbench_fast.train import batched
+from dawnbench_fast.execution.runtime import autocast
+from dawnbench_fast.training.train import batched
 
 View = tuple[int, int, bool]  # (dy, dx, mirrored)
 

@@ -14,7 +14,7 @@ def trainer_allocator():
     """malloc as a training run sets it (runtime.keep_freed_memory: freed memory
     kept for reuse; DAWNBENCH_MALLOC=system opts out), so that what is timed
     here pays the page faults a run pays, no more."""
-    from dawnbench_fast.runtime import keep_freed_memory
+    from dawnbench_fast.execution.runtime import keep_freed_memory
 
     keep_freed_memory()
 

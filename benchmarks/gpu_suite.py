@@ -58,7 +58,8 @@ def environment() -> dict:
     versions that matter, and whether nvtx imports (Nsight's ranges)."""
     import torch
 
-    from dawnbench_fast import bench, gpu_info
+    from dawnbench_fast.hardware import gpu_info
+    from dawnbench_fast.reporting import bench
 
     device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
     try:

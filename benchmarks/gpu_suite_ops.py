@@ -3,7 +3,7 @@ dispatch catalogue at the recipe's shapes, each face timed against torch
 eager and torch.compile of the op's reference, with its error against torch
 eager.
 
-Shapes are the default recipe's (dawnbench_fast.cifar_recipe): its batch,
+Shapes are the default recipe's (dawnbench_fast.cifar.recipe): its batch,
 widths and activation, bf16, channels_last, 32 px images (31 px after the 2x2
 whitening conv). Faces: ``torch`` (the catalogue's reference, eager),
 ``torch.compile`` (that reference compiled), and each backend that has its
@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from dawnbench_fast import dispatch
-from dawnbench_fast.cifar_recipe import CifarRecipe
+from dawnbench_fast.cifar.recipe import CifarRecipe
 
 DT = torch.bfloat16
 

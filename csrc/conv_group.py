@@ -65,8 +65,8 @@ from dawnbench_fast.csrc import conv_group_wgrad as wgrad
 from dawnbench_fast.csrc.bn_act import bn_act
 from dawnbench_fast.csrc.bn_act_pool import pool_bn_act
 from dawnbench_fast.dispatch import register
+from dawnbench_fast.hardware.machine import cpu_model, user_cache_dir
 from dawnbench_fast.layer_ops import bn_act as reference_bn_act
-from dawnbench_fast.machine import cpu_model, user_cache_dir
 from dawnbench_fast.vocabulary import WGRAD_METHODS, WGRAD_POLICIES
 
 DEFAULT_METHOD = "aten"  # where none of our kernels applies (default_method)

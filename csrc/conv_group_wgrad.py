@@ -27,7 +27,7 @@ import torch
 from dawnbench_fast.csrc import native
 from dawnbench_fast.csrc.conv_group_costs import COSTS
 from dawnbench_fast.csrc.engine import new_output
-from dawnbench_fast.machine import cpu_flags
+from dawnbench_fast.hardware.machine import cpu_flags
 from dawnbench_fast.roofline.registry import register_flop_formulas
 
 

@@ -26,7 +26,7 @@ import torch
 
 from dawnbench_fast import dispatch
 from dawnbench_fast.csrc import cupy_path, native
-from dawnbench_fast.machine import cpu_flags
+from dawnbench_fast.hardware.machine import cpu_flags
 
 DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
 DTYPE_SUFFIX = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"}

@@ -1,6 +1,6 @@
 """Loads ``dawnbench_fast._C``: the installed build when it matches the
 sources in this folder, else a CPU-only build made at run time (cached in the
-per-user cache, ``dawnbench_fast.machine.user_cache_dir``), so the C++ kernels work
+per-user cache, ``dawnbench_fast.hardware.machine.user_cache_dir``), so the C++ kernels work
 after an edit of csrc/ without re-running ``pip install -e .``.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 from types import ModuleType
 
 from dawnbench_fast.csrc.build import HERE, NoCompiler, build_cpu_module, jit_module_name, source_hash
-from dawnbench_fast.machine import user_cache_dir
+from dawnbench_fast.hardware.machine import user_cache_dir
 
 MODULE_NAME = "dawnbench_fast._C"
 

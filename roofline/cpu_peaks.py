@@ -18,7 +18,7 @@ import pathlib
 import time
 from collections.abc import Callable
 
-from dawnbench_fast.machine import cpu_model, user_cache_dir
+from dawnbench_fast.hardware.machine import cpu_model, user_cache_dir
 from dawnbench_fast.roofline.peaks import Peaks
 
 CACHE_VERSION = 1

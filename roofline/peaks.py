@@ -150,7 +150,7 @@ def at_measured_clock(p: Peaks, device_name: str) -> Peaks:
     ``device_name`` on this machine (:func:`at_sm_clock`); as tabled, with a
     note saying so, where there is no such reading (no NVML, or the trace came
     from another machine)."""
-    from dawnbench_fast.gpu_info import max_sm_clock_mhz
+    from dawnbench_fast.hardware.gpu_info import max_sm_clock_mhz
 
     reading = max_sm_clock_mhz(device_name)
     if reading is None or not p.clock_mhz:
@@ -171,7 +171,7 @@ def detect_gpu() -> Peaks | None:
     except Exception:  # noqa: BLE001 - no usable CUDA: try NVML, then give up
         pass
     if name is None:
-        from dawnbench_fast.gpu_info import max_sm_clock_mhz
+        from dawnbench_fast.hardware.gpu_info import max_sm_clock_mhz
 
         reading = max_sm_clock_mhz()  # the first NVML GPU, if any
         name = reading[0] if reading else None

@@ -179,11 +179,6 @@ def register_flop_formulas(table: CostTableLike) -> list[str]:
     return added
 
 
-def has_flop_formula(op_name: str) -> bool:
-    """Whether ``register_flop_formulas`` gave torch a formula for ``op_name``."""
-    return op_name in _FLOP_FNS
-
-
 def _load_builtins() -> None:
     """Register the aten tables and the entry points' tables, once."""
     global _BUILTINS_LOADED

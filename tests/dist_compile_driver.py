@@ -25,8 +25,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script or imported by the tests
 import dist_driver  # noqa: E402
 
-from dawnbench_fast import gpu_defaults  # noqa: E402
-from dawnbench_fast.runs import WARMUP_SEED  # noqa: E402
+from dawnbench_fast.execution import gpu_defaults  # noqa: E402
+from dawnbench_fast.runner.runs import WARMUP_SEED  # noqa: E402
 
 
 def run(trainer: str, out: Path, argv: list[str], processes: int = 2, timeout: int = 300) -> dict:
@@ -51,7 +51,7 @@ def main() -> int:
         return aot_eager(gm, example_inputs)
 
     gpu_defaults.COMPILE_BACKEND = counting
-    trainer = importlib.import_module(f"dawnbench_fast.{name}").Trainer
+    trainer = importlib.import_module(f"dawnbench_fast.{name}.task").ImageNetTask
     init, at_timed_init = trainer.init_model, []
 
     def init_model(self):

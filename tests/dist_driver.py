@@ -26,8 +26,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dawnbench_fast import distributed  # noqa: E402
-from dawnbench_fast.runs import WARMUP_SEED  # noqa: E402
+from dawnbench_fast.cifar import task as cifar_task  # noqa: E402
+from dawnbench_fast.execution import distributed  # noqa: E402
+from dawnbench_fast.runner.runs import WARMUP_SEED  # noqa: E402
 
 
 def run(trainer: str, out: Path, argv: list[str], processes: int = 1, timeout: int = 300) -> dict:
@@ -45,7 +46,6 @@ def run(trainer: str, out: Path, argv: list[str], processes: int = 1, timeout: i
 
 def ghost_loss(task, batch, slices: int) -> float:
     """CIFAR: step 1's loss as ``slices`` ranks with per-rank BN compute it."""
-    from dawnbench_fast import cifar
 
     idx, x = batch
     model, cfg = copy.deepcopy(task.model), task.cfg  # its BN running statistics stay untouched
@@ -53,7 +53,7 @@ def ghost_loss(task, batch, slices: int) -> float:
     total = 0.0
     for part in range(slices):
         s = slice(part * len(idx) // slices, (part + 1) * len(idx) // slices)
-        total += cifar.forward_loss(model, x[s], y[s], task.whiten_bias_grad(), cfg.precision,
+        total += cifar_task.forward_loss(model, x[s], y[s], task.whiten_bias_grad(), cfg.precision,
                                     cfg.label_smoothing).item()
     return total / len(idx)
 
@@ -61,7 +61,8 @@ def ghost_loss(task, batch, slices: int) -> float:
 def main() -> int:
     name, out, rest = sys.argv[1], Path(sys.argv[2]), sys.argv[sys.argv.index("--") + 1:]
     module = importlib.import_module(f"dawnbench_fast.{name}")
-    step = module.Trainer.train_step
+    task_class = module.CifarTask if name == "cifar" else module.ImageNetTask
+    step = task_class.train_step
     record: dict = {"losses": []}
     slices = int(os.environ.get("DRIVER_GHOST_SLICES", "2"))
 
@@ -79,7 +80,7 @@ def main() -> int:
                 float(w.sum_float(mine)) == w.size * float(mine)
         return loss
 
-    module.Trainer.train_step = recording
+    task_class.train_step = recording
     rank = int(os.environ.get("RANK", "0"))
     code = module.main(rest)
     if rank == 0:

@@ -2,7 +2,7 @@
 answering for GPUs described here, so that the GPU record, the energy and the
 clock-scaled peaks are tested without a GPU. Install it with
 ``monkeypatch.setitem(sys.modules, "pynvml", FakeNVML([...]))`` and clear
-``dawnbench_fast.gpu_info.nvml``'s cache around it (the ``fake_nvml`` fixture
+``dawnbench_fast.hardware.gpu_info.nvml``'s cache around it (the ``fake_nvml`` fixture
 of the tests does both)."""
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from dawnbench_fast.task import Evaluation, Splits, StepLoss, epoch_steps
+from dawnbench_fast.training.task import Evaluation, Splits, StepLoss, epoch_steps
 
 
 class FakeTimer:

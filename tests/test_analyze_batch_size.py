@@ -12,8 +12,8 @@ from analyze_fixtures import fake_launch, flag, sets, write_run
 
 from dawnbench_fast.analyze import batch_size, training_runs
 from dawnbench_fast.analyze.__main__ import main
-from dawnbench_fast.cifar_recipe import CifarRecipe
-from dawnbench_fast.overrides import ConfigError
+from dawnbench_fast.cifar.recipe import CifarRecipe
+from dawnbench_fast.config.overrides import ConfigError
 
 
 @pytest.mark.parametrize("rule, expected", [("sqrt", 0.24 * math.sqrt(512 / 2000)),

@@ -11,7 +11,7 @@ from analyze_fixtures import fake_launch, flag, sets, write_run
 
 from dawnbench_fast.analyze import lesion, training_runs
 from dawnbench_fast.analyze.__main__ import main
-from dawnbench_fast.cifar_recipe import RECIPES, CifarRecipe
+from dawnbench_fast.cifar.recipe import RECIPES, CifarRecipe
 
 
 def test_airbench_with_selective_tta_has_one_lever_against_airbench():

@@ -12,7 +12,7 @@ from analyze_fixtures import write_run
 
 from dawnbench_fast.analyze import stats
 from dawnbench_fast.analyze.run_records import find_run_files, read_run, read_runs
-from dawnbench_fast.overrides import ConfigError
+from dawnbench_fast.config.overrides import ConfigError
 
 
 @pytest.mark.parametrize("df, table", [(1, 12.706), (2, 4.303), (3, 3.182), (4, 2.776), (9, 2.262),

@@ -11,7 +11,7 @@ from analyze_fixtures import fake_launch, flag, write_run
 
 from dawnbench_fast.analyze import thresholds, training_runs
 from dawnbench_fast.analyze.__main__ import main
-from dawnbench_fast.overrides import ConfigError
+from dawnbench_fast.config.overrides import ConfigError
 
 # seed -> per-epoch (epoch, clock s, top-1); seed 2 ends 0.08 points short of 94%
 ROWS = {

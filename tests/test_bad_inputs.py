@@ -24,9 +24,13 @@ import numpy as np
 import pytest
 from cifar_data import cifar_dir
 
-from dawnbench_fast import bench, checkpoint, cifar, cli
+from dawnbench_fast import atomic, cifar
+from dawnbench_fast.cifar import cli as cifar_cli
+from dawnbench_fast.cifar import task as cifar_task
+from dawnbench_fast.config.overrides import ConfigError
 from dawnbench_fast.data import cifar10 as C
-from dawnbench_fast.overrides import ConfigError
+from dawnbench_fast.runner import cli
+from dawnbench_fast.training import checkpoint
 
 # A tiny run, so that a check that is missing costs seconds, not a training.
 BASE = ["--no-download", "--no-progress", "--kernels", "torch", "--epochs", "1", "--subset", "1000",
@@ -314,9 +318,9 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(name, tmp_path, capsys,
     out = case.out(tmp_path)
     before = snapshot(out)
     if case.stage == "flags":
-        monkeypatch.setattr(cifar, "load_cifar10", tripwire("the data was read"))
-    monkeypatch.setattr(cifar, "Trainer", tripwire("a model was built"))
-    monkeypatch.setattr(cifar, "build_model", tripwire("a model was built"))
+        monkeypatch.setattr(cifar_cli, "load_cifar10", tripwire("the data was read"))
+    monkeypatch.setattr(cifar_cli, "CifarTask", tripwire("a model was built"))
+    monkeypatch.setattr(cifar_task, "build_model", tripwire("a model was built"))
     code, err = run_main([*BASE, "--data-dir", str(data), "--out", str(out), *case.args,
                           *case.more(tmp_path)], capsys)
     check_one_line_error(code, err, case.needles)
@@ -358,7 +362,7 @@ def test_show_config_ignores_out(tmp_path, capsys):
 def test_a_run_that_fails_writes_nothing(tmp_path, capsys, monkeypatch):
     """A failure that is no user error (here: in the trainer) propagates, and
     --out is still not created: nothing is written before there are results."""
-    monkeypatch.setattr(cifar, "Trainer", tripwire("crash"))
+    monkeypatch.setattr(cifar_cli, "CifarTask", tripwire("crash"))
     out = out_new(tmp_path)
     with pytest.raises(AssertionError, match="crash"):
         cifar.main([*BASE, "--data-dir", str(cifar_dir()), "--out", str(out)])
@@ -367,7 +371,7 @@ def test_a_run_that_fails_writes_nothing(tmp_path, capsys, monkeypatch):
 
 def test_a_failed_write_leaves_no_temp_file(tmp_path):
     out = out_empty(tmp_path)
-    with pytest.raises(RuntimeError), bench.atomic_path(out / "run.json") as tmp:
+    with pytest.raises(RuntimeError), atomic.atomic_path(out / "run.json") as tmp:
         tmp.write_text("half")
         raise RuntimeError("disk full")
     assert list(out.iterdir()) == []

@@ -20,7 +20,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dawnbench_fast.machine import cpu_model
+from dawnbench_fast.hardware.machine import cpu_model
 from tests.cifar_data import cifar_dir
 
 RECORDED_AT = "6e0596c"
@@ -40,7 +40,7 @@ def test_torch_backend_loss_trajectory_is_unchanged():
         pytest.skip(f"recorded at {RECORDED_AT} on {FINGERPRINT}; this machine is {here}: "
                     "bit-exact results are not comparable")
     from dawnbench_fast.cifar import RECIPES, Config
-    from dawnbench_fast.train import loss_trajectory
+    from dawnbench_fast.training.train import loss_trajectory
 
     cfg = Config(**{**RECIPES["airbench94_muon"], "batch_size": 500}, precision="fp32",
                  kernels="torch", threads=1, data_dir=str(cifar_dir()), download=False)

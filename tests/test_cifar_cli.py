@@ -14,7 +14,8 @@ import pytest
 from cifar_data import cifar_dir
 
 from dawnbench_fast import cifar
-from dawnbench_fast.overrides import ConfigError
+from dawnbench_fast.cifar.recipe import apply_overrides
+from dawnbench_fast.config.overrides import ConfigError
 
 SMOKE = ["--subset", "2000", "--epochs", "1", "--eval-subset", "500", "--latency-images", "20",
          "--no-progress", "--threads", "2", "--latency-one-view"]
@@ -148,14 +149,14 @@ def test_what_this_machine_cannot_run_is_a_one_line_error(args, needle, capsys, 
 
 
 def test_set_overrides_fields():
-    cfg = cifar.apply_overrides(cifar.Config(), ["lr_filters=0.2", "tta_level=0", "widths=8,16,32",
+    cfg = apply_overrides(cifar.Config(), ["lr_filters=0.2", "tta_level=0", "widths=8,16,32",
                                                  "flip=false"])
     assert (cfg.lr_filters, cfg.tta_level, cfg.widths, cfg.flip) == (0.2, 0, (8, 16, 32), False)
     # epochs and whiten_bias_epochs are declared float (their defaults are whole numbers)
-    cfg = cifar.apply_overrides(cifar.Config(), ["epochs=7.63", "whiten_bias_epochs=0.19", "ns_steps=4"])
+    cfg = apply_overrides(cifar.Config(), ["epochs=7.63", "whiten_bias_epochs=0.19", "ns_steps=4"])
     assert (cfg.epochs, cfg.whiten_bias_epochs, cfg.ns_steps) == (7.63, 0.19, 4)
     with pytest.raises(ConfigError, match="--set ns_steps=4.5: expected int"):
-        cifar.apply_overrides(cifar.Config(), ["ns_steps=4.5"])
+        apply_overrides(cifar.Config(), ["ns_steps=4.5"])
 
 
 def test_a_named_recipe_gives_its_values_and_flags_win_over_them():
@@ -180,4 +181,4 @@ def test_package_is_runnable_from_anywhere(tmp_path):
                         " dawnbench_fast.csrc; print('ok')"], cwd=tmp_path, capture_output=True,
                        text=True)
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr
-    assert Path(cifar.__file__).name == "cifar.py"
+    assert Path(cifar.__file__).parent.name == "cifar"

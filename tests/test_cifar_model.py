@@ -7,10 +7,12 @@ import dataclasses
 import pytest
 import torch
 
-from dawnbench_fast.cifar import Config, build_optimizers, loss_trajectory
+from dawnbench_fast.cifar import Config
+from dawnbench_fast.cifar.task import build_optimizers
+from dawnbench_fast.cifar.tta import selective_tta_logits, tta_logits
 from dawnbench_fast.models.cifar_net import CifarNet, macs_per_image, patch_eigens
 from dawnbench_fast.optim.muon import newton_schulz
-from dawnbench_fast.tta import selective_tta_logits, tta_logits
+from dawnbench_fast.training.train import loss_trajectory
 
 
 @pytest.mark.parametrize("batch", [1, 3, 16])
@@ -242,7 +244,8 @@ def test_muon_renormalises_every_n_steps_and_decays(norm_every, weight_decay):
 def test_recipe_fields_reach_the_net_and_the_hiverge_recipe_trains():
     from cifar_data import cifar_dir
 
-    from dawnbench_fast.cifar import RECIPES, net_of
+    from dawnbench_fast.cifar import RECIPES
+    from dawnbench_fast.cifar.task import net_of
 
     cfg = dataclasses.replace(Config(), **RECIPES["hiverge"])
     net = net_of(cfg)

@@ -1,4 +1,4 @@
-"""``torch.compile`` of the training step (dawnbench_fast.gpu_defaults): on by
+"""``torch.compile`` of the training step (dawnbench_fast.execution.gpu_defaults): on by
 default on CUDA only, ``--compile`` / ``--no-compile`` and ``--set compile=``;
 the compiled step computes what the eager one does; and the warm-up compiles
 every graph the timed run needs, so nothing compiles on the clock.
@@ -9,7 +9,7 @@ the host compiler, about 1-5 s each on 2 busy cores, so its test uses the
 smallest net that holds the step's kinds of op (conv, max-pool, BN in training
 mode with its running statistics, GELU, the head, the label-smoothed loss):
 the project's net at any width is some 60 kernels, over 90 s to compile here.
-The project's own net and Trainer are covered through the same wrapper with
+The project's own net and CifarTask are covered through the same wrapper with
 Dynamo's capture and no code generation (a counting backend), which is what
 decides which graphs exist and when they compile.
 """
@@ -23,10 +23,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from dawnbench_fast import cifar, cli, config_file, gpu_defaults, train
-from dawnbench_fast.cifar import Config, Trainer, forward_loss
-from dawnbench_fast.overrides import ConfigError
-from dawnbench_fast.runs import warm_up_config
+from dawnbench_fast import cifar
+from dawnbench_fast.cifar import CifarTask, Config
+from dawnbench_fast.cifar.task import forward_loss
+from dawnbench_fast.config import config_file
+from dawnbench_fast.config.overrides import ConfigError
+from dawnbench_fast.execution import gpu_defaults
+from dawnbench_fast.runner import cli, command
+from dawnbench_fast.runner.runs import warm_up_config
+from dawnbench_fast.training import train
 from tests.cifar_data import cifar_dir
 
 
@@ -115,8 +120,8 @@ def test_the_warm_up_compiles_every_graph_and_the_run_compiles_none(counting_bac
                  device="cpu", kernels="torch", precision="bf16", data_dir=str(cifar_dir()), download=False)
     task = cfg.build_task(torch.device("cpu"))
     assert task.compiled and task.whiten_bias_steps == 4 * whiten_bias_epochs
-    # the warm-up's throwaway task, as dawnbench_fast.runs makes it
-    warm = Trainer(warm_up_config(task.cfg), task.data, task.device, task.backend)
+    # the warm-up's throwaway task, as dawnbench_fast.runner.runs makes it
+    warm = CifarTask(warm_up_config(task.cfg), task.data, task.device, task.backend)
     train.warm_up(warm)
     assert len(counting_backend) == warm_up_graphs
     task.init_model()
@@ -124,7 +129,7 @@ def test_the_warm_up_compiles_every_graph_and_the_run_compiles_none(counting_bac
     assert task.step > task.whiten_bias_steps
     assert len(counting_backend) == warm_up_graphs  # nothing compiled on the clock
     # the captured graphs are the eager step, op for op: the same losses to the bit
-    eager = Trainer(dataclasses.replace(task.cfg, compile="off"), task.data, task.device, task.backend)
+    eager = CifarTask(dataclasses.replace(task.cfg, compile="off"), task.data, task.device, task.backend)
     assert not eager.compiled and eager.forward_loss is forward_loss
     eager.init_model()
     assert losses == [eager.train_step(*b).per_example() for b in islice(train.batches_forever(eager), 8)]
@@ -178,7 +183,7 @@ def test_profile_steps_profiles_the_eager_step_unless_compile_is_asked_for(monke
     # as on CUDA, where auto compiles: the roofline counts ops, which a compiled region hides
     monkeypatch.setattr(gpu_defaults, "compile_enabled", lambda choice, device: choice in ("auto", "on"))
     profiled = []
-    monkeypatch.setattr(cifar, "profile_steps", lambda task, steps, out: profiled.append(task) or out)
+    monkeypatch.setattr(command, "profile_steps", lambda task, steps, out: profiled.append(task) or out)
     base = ["--subset", "64", "--eval-subset", "100", "--data-dir", str(cifar_dir()), "--no-download",
             "--device", "cpu", "--kernels", "torch", "--profile-steps", "1"]
     assert cifar.main([*base, "--out", str(tmp_path / "a")]) == 0

@@ -1,4 +1,4 @@
-"""--config FILE (dawnbench_fast.config_file): what --show-config printed
+"""--config FILE (dawnbench_fast.config.config_file): what --show-config printed
 comes back as the same config; flags given beside the file override it (even
 when they name a default value), --set last; a bad file is one line naming
 the file and the field, exit 2, before any data is read, nothing written.
@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 from cifar_data import cifar_dir
 
-from dawnbench_fast import cifar, config_file
+from dawnbench_fast import cifar
+from dawnbench_fast.cifar import cli as cifar_cli
+from dawnbench_fast.config import config_file
 
 RECIPE = ["--recipe", "hiverge", "--seed", "3", "--epochs", "5", "--set", "lr_head=0.5",
           "--set", "widths=32,64,64", "--set", "progressive=24,24", "--eval-every", "2", "--no-download"]
@@ -97,7 +99,7 @@ def tripwire(*args, **kwargs):
 def test_a_bad_file_is_one_line_and_exit_2(name, tmp_path, capsys, monkeypatch):
     make, needles = BAD[name]
     path = make(tmp_path)
-    monkeypatch.setattr(cifar, "load_cifar10", tripwire)
+    monkeypatch.setattr(cifar_cli, "load_cifar10", tripwire)
     out = tmp_path / "out"
     code = cifar.main([*BASE, "--data-dir", str(cifar_dir()), "--out", str(out), "--config", path])
     err = capsys.readouterr().err

@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from dawnbench_fast import cifar, dispatch
+from dawnbench_fast import dispatch
+from dawnbench_fast.cifar import task as cifar_task
 from dawnbench_fast.csrc import build, engine, native
-from dawnbench_fast.machine import cpu_flags
+from dawnbench_fast.hardware.machine import cpu_flags
 
 ROOT = Path(__file__).resolve().parents[1]
 needs_build = pytest.mark.skipif(native.unavailable_reason() is not None,
@@ -83,8 +84,8 @@ def test_runtime_choice_is_reported():
             assert mod.cpu_path() == want
         assert mod.nhwc_kernels_vectorised() == (mod.cpu_path() == "avx512")
     assert engine.cpu_path() == mod.cpu_path()
-    assert cifar.kernel_choices("cpu")["cpu_kernels_path"] == mod.cpu_path()  # run.json
-    assert cifar.kernel_choices("torch")["cpu_kernels_path"] is None
+    assert cifar_task.kernel_choices("cpu")["cpu_kernels_path"] == mod.cpu_path()  # run.json
+    assert cifar_task.kernel_choices("torch")["cpu_kernels_path"] is None
     with pytest.raises(ValueError, match="not in this build"):
         mod.set_cpu_path("sse1")
 

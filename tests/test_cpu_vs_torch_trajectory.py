@@ -23,7 +23,7 @@ import torch
 
 from dawnbench_fast import dispatch
 from dawnbench_fast.cifar import Config
-from dawnbench_fast.train import loss_trajectory
+from dawnbench_fast.training.train import loss_trajectory
 from tests.cifar_data import cifar_dir
 
 

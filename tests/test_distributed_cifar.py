@@ -1,5 +1,5 @@
 """Two torchrun processes (gloo, CPU) train the CIFAR recipe as one process
-does with the same global batch and seed (dawnbench_fast.distributed).
+does with the same global batch and seed (dawnbench_fast.execution.distributed).
 
 Each rank takes half of every global batch and keeps its own BN statistics,
 so the two-process run is the one-process run with "ghost" batch norm over
@@ -33,6 +33,7 @@ import pytest
 import torch
 
 from dawnbench_fast import cifar
+from dawnbench_fast.config.precision import with_resolved_precision
 from dawnbench_fast.data.cifar10 import load_cifar10
 from dawnbench_fast.data.cifar10_device import prepare_data
 from tests.cifar_data import cifar_dir
@@ -65,7 +66,7 @@ def test_two_processes_train_as_one_with_per_rank_batch_norm(tmp_path):
     assert len(list((tmp_path / "two").glob("*.tsv"))) == 1
 
     cpu = torch.device("cpu")
-    cfg, _ = cifar.with_resolved_precision(cifar.Config(eval_subset=2000, precision="fp32"), cpu)
+    cfg, _ = with_resolved_precision(cifar.Config(eval_subset=2000, precision="fp32"), cpu)
     data = prepare_data(load_cifar10(str(cifar_dir()), allow_download=False), cfg, cpu)
     model = cifar.load_model(tmp_path / "two.pt").to(memory_format=torch.channels_last)
     unsharded = cifar.evaluate(model, data, cfg, cpu, tta_level=2)

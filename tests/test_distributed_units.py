@@ -1,4 +1,4 @@
-"""dawnbench_fast.distributed's pieces in one process: the shares of a batch
+"""dawnbench_fast.execution.distributed's pieces in one process: the shares of a batch
 and of a test set, the one-process world (every collective a no-op), the
 CPU synchronised BatchNorm outside a process group. The two-process runs are
 tests/test_distributed_cifar.py and tests/test_distributed_imagenet.py."""
@@ -11,9 +11,9 @@ import pytest
 import torch
 from torch import nn
 
-from dawnbench_fast import distributed
-from dawnbench_fast.distributed import SyncBatchNorm, World, convert_sync_batchnorm
-from dawnbench_fast.overrides import ConfigError
+from dawnbench_fast.config.overrides import ConfigError
+from dawnbench_fast.execution import distributed
+from dawnbench_fast.execution.distributed import SyncBatchNorm, World, convert_sync_batchnorm
 
 
 @pytest.mark.parametrize("n, size", [(10, 3), (2000, 2), (7, 8), (0, 2)])

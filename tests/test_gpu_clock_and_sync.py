@@ -15,10 +15,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from dawnbench_fast import train
 from dawnbench_fast.data.host_copy import to_device
-from dawnbench_fast.task import StepLoss
-from dawnbench_fast.train import Phases
+from dawnbench_fast.training import train
+from dawnbench_fast.training.task import StepLoss
+from dawnbench_fast.training.train import Phases
 from tests.fake_task import FakeConfig, FakeTimer
 
 

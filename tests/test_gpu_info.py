@@ -1,4 +1,4 @@
-"""The GPU in run.json and the report (dawnbench_fast.gpu_info): name, driver,
+"""The GPU in run.json and the report (dawnbench_fast.hardware.gpu_info): name, driver,
 clocks, power limit and the energy of the run, read through NVML, and
 recorded as absent, never an error, without a GPU or NVML. A stand-in pynvml
 (tests/fake_pynvml.py) answers for the GPU; this machine has none."""
@@ -11,8 +11,11 @@ import sys
 import pytest
 import torch
 
-from dawnbench_fast import bench, cifar, gpu_info, runtime
-from dawnbench_fast.train import Phases
+from dawnbench_fast import cifar
+from dawnbench_fast.execution import runtime
+from dawnbench_fast.hardware import gpu_info
+from dawnbench_fast.reporting import bench
+from dawnbench_fast.training.train import Phases
 from tests.cifar_data import cifar_dir
 from tests.fake_pynvml import FakeGPU, FakeNVML
 from tests.fake_task import FakeTimer

@@ -1,6 +1,7 @@
-"""The shape of the house (issues 8 and 29): no import cycles, the lowest
-floors do not import the kernels, kernels/ and csrc/ do not import the model
-or the optimiser, and no module or function grows past what a reader holds.
+"""The shape of the house (issues 8 and 29): no import cycles; imports go down
+the floors of :data:`FLOORS`, room by room (folders of dawnbench_fast, and
+kernels/, csrc/, roofline/), never up or across a floor; and no module or
+function grows past what a reader holds.
 
 Imports are read from the source with ``ast`` (module level and inside
 functions alike), so an import hidden in a function to dodge a cycle at import
@@ -10,9 +11,8 @@ time still counts as the dependency it is.
 from __future__ import annotations
 
 import ast
+import warnings
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 # Source folder -> the package it is installed as (pyproject's package-dir).
@@ -22,7 +22,8 @@ PACKAGES = {
     "roofline": "dawnbench_fast.roofline",
     "csrc": "dawnbench_fast.csrc",
 }
-MAX_MODULE_LINES = 450
+WARN_MODULE_LINES = 450  # look for a seam
+MAX_MODULE_LINES = 600  # split
 MAX_FUNCTION_LINES = 80
 
 
@@ -117,10 +118,10 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_walker_sees_imports_inside_functions(tmp_path):
     # guards the test itself: an import inside a function, relative or absolute, is an edge
     src = tmp_path / "fake.py"
-    src.write_text("def f():\n    from dawnbench_fast import dispatch\n    from . import bench\n"
+    src.write_text("def f():\n    from dawnbench_fast import dispatch\n    from .reporting import bench\n"
                    "    import dawnbench_fast.kernels.launches as l\n")
     assert _imports("dawnbench_fast.fake", src) == {
-        "dawnbench_fast.dispatch", "dawnbench_fast.bench", "dawnbench_fast.kernels.launches"}
+        "dawnbench_fast.dispatch", "dawnbench_fast.reporting.bench", "dawnbench_fast.kernels.launches"}
 
 
 def test_cycle_finder_finds_a_planted_cycle():
@@ -133,57 +134,80 @@ def test_no_import_cycles():
     assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
 
 
-@pytest.mark.parametrize("floor", ["dawnbench_fast.models", "dawnbench_fast.optim",
-                                   "dawnbench_fast.vocabulary", "dawnbench_fast.data"])
-def test_lower_floors_do_not_import_kernels(floor):
-    graph = _graph()
-    bad = sorted(
-        f"{m} -> {t}"
-        for m, targets in graph.items() if m == floor or m.startswith(floor + ".")
-        for t in targets
-        if t.startswith(("dawnbench_fast.kernels", "dawnbench_fast.csrc"))
-    )
-    assert not bad, "the model, optimiser and data floors must not import kernels/ or csrc/: " + \
-        ", ".join(bad)
+# The rooms of the house by floor, lowest first (docs/ARCHITECTURE.md). A module
+# imports only from its own room or from rooms on lower floors; rooms on the
+# same floor never import each other (so kernels/ and csrc/ never import the
+# model or the optimiser, and these never import the kernels: they look ops up
+# through dispatch). The package root and a top-level module are rooms of
+# their own, named by the module.
+FLOORS: tuple[tuple[str, ...], ...] = (
+    ("dawnbench_fast", "vocabulary", "atomic"),
+    ("dispatch", "layer_ops", "newton_schulz"),
+    ("hardware",),
+    ("config",),
+    ("data",),
+    ("roofline",),
+    ("kernels", "csrc", "models", "optim"),
+    ("execution",),
+    ("training",),
+    ("reporting",),
+    ("runner",),
+    ("cifar", "imagenet"),
+    ("analyze",),
+    ("__main__",),
+)
+FLOOR_OF = {room: level for level, rooms in enumerate(FLOORS) for room in rooms}
 
 
-KERNEL_FLOORS = ("dawnbench_fast.kernels", "dawnbench_fast.csrc")
-MODEL_FLOORS = ("dawnbench_fast.models", "dawnbench_fast.optim")
+def room(module: str) -> str:
+    """The room of a module: the folder (or top-level module) under dawnbench_fast."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
 
 
-def _in(module: str, packages: tuple[str, ...]) -> bool:
-    return any(module == p or module.startswith(p + ".") for p in packages)
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    bad = []
+    for m, targets in graph.items():
+        for t in targets:
+            a, b = room(m), room(t)
+            if a != b and FLOOR_OF[b] >= FLOOR_OF[a]:
+                how = "the same floor as" if FLOOR_OF[b] == FLOOR_OF[a] else "a higher floor than"
+                bad.append(f"{m} -> {t} ({b} is on {how} {a})")
+    return sorted(bad)
 
 
-def _upward_imports(graph: dict[str, set[str]], importers: tuple[str, ...],
-                    forbidden: tuple[str, ...]) -> list[str]:
-    """Edges from a module of ``importers`` to one of ``forbidden``."""
-    return sorted(f"{m} -> {t}" for m, targets in graph.items() if _in(m, importers)
-                  for t in targets if _in(t, forbidden))
+def test_every_room_has_a_floor():
+    rooms = {room(m) for m in MODULES}
+    assert rooms <= set(FLOOR_OF), f"rooms without a floor in FLOORS: {sorted(rooms - set(FLOOR_OF))}"
+    folders = {p.name for p in (ROOT / "dawnbench_fast").iterdir() if (p / "__init__.py").is_file()}
+    assert folders | {"kernels", "csrc", "roofline"} <= set(FLOOR_OF)
 
 
-def test_kernels_and_csrc_do_not_import_models_or_optimizers():
-    # an op's kernels (Triton or C++/CPU) take the model's modules as arguments
-    # (duck typing); the model looks its ops up through dawnbench_fast.dispatch
-    bad = _upward_imports(_graph(), KERNEL_FLOORS, MODEL_FLOORS)
-    assert not bad, "kernels/ and csrc/ never import the model or the optimizer: " + ", ".join(bad)
+def test_imports_go_down_the_floors():
+    bad = layer_violations(_graph())
+    assert not bad, "imports up or across the floors:\n" + "\n".join(bad)
 
 
-def test_the_layer_check_catches_a_planted_violation():
-    graph = {"dawnbench_fast.csrc.conv_group": {"dawnbench_fast.models.layers", "dawnbench_fast.dispatch"},
-             "dawnbench_fast.kernels.gemm": {"dawnbench_fast.optim.muon"},
-             "dawnbench_fast.models.layers": {"dawnbench_fast.dispatch"},
-             "dawnbench_fast.csrc_extra": {"dawnbench_fast.models_extra"}}
-    assert _upward_imports(graph, KERNEL_FLOORS, MODEL_FLOORS) == [
-        "dawnbench_fast.csrc.conv_group -> dawnbench_fast.models.layers",
-        "dawnbench_fast.kernels.gemm -> dawnbench_fast.optim.muon"]
+def test_the_floor_rule_catches_planted_violations():
+    assert layer_violations({"dawnbench_fast.csrc.x": {"dawnbench_fast.models.cifar_net"}}) == [
+        "dawnbench_fast.csrc.x -> dawnbench_fast.models.cifar_net (models is on the same floor as csrc)"]
+    assert layer_violations({"dawnbench_fast.models.a": {"dawnbench_fast.kernels.b"}})
+    assert layer_violations({"dawnbench_fast.data.a": {"dawnbench_fast.training.train"}})
+    assert layer_violations({"dawnbench_fast.training.a": {"dawnbench_fast.data.b"}}) == []
 
 
 def test_no_module_over_the_line_limit():
+    """A module is one thought a reader holds: past :data:`WARN_MODULE_LINES`
+    a warning says to look for its seam; past :data:`MAX_MODULE_LINES` it must
+    be split. Two limits, not one, because a single hard cap at the warning's
+    size was met by trimming docstrings to fit, which is the wrong fix."""
     files = list(MODULES.values()) + sorted((ROOT / "tests").rglob("*.py")) + \
         sorted((ROOT / "benchmarks").rglob("*.py"))
-    long = {str(p.relative_to(ROOT)): n for p in files
-            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    sizes = {str(p.relative_to(ROOT)): len(p.read_text().splitlines()) for p in files}
+    near = {k: n for k, n in sizes.items() if WARN_MODULE_LINES < n <= MAX_MODULE_LINES}
+    if near:
+        warnings.warn(f"modules over {WARN_MODULE_LINES} lines (split them on a seam): {near}", stacklevel=1)
+    long = {k: n for k, n in sizes.items() if n > MAX_MODULE_LINES}
     assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
 
 

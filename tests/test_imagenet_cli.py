@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-from dawnbench_fast import checkpoint, imagenet
+from dawnbench_fast import imagenet
 from dawnbench_fast.data.imagenet.synthetic import make_image_folder
-from dawnbench_fast.imagenet_recipe import RECIPES, ImageNetRecipe, train_resolution
+from dawnbench_fast.imagenet.recipe import RECIPES, ImageNetRecipe, train_resolution, validate
 from dawnbench_fast.optim.schedule import warmup_linear_decay
+from dawnbench_fast.training import checkpoint
 
 # A tiny ResNet-18 at 64 px, fp32 (no bf16 rounding), 10 classes of 24 training images:
 # 5 steps of 48 per epoch.
@@ -98,7 +99,7 @@ def test_show_config_and_named_recipes(capsys):
     assert (cfg["arch"], cfg["epochs"], cfg["res_ramp"]) == ("resnet18", 16, [11, 13])
     assert cfg["kernels"] == "torch"
     for fields in RECIPES.values():
-        imagenet.validate(imagenet.Config(**fields))  # every named recipe is valid as is
+        validate(imagenet.Config(**fields))  # every named recipe is valid as is
     assert ImageNetRecipe(batch_size=4096).peak_lr == pytest.approx(1.7)  # FFCV's lr at 8 x 512
 
 

@@ -19,6 +19,7 @@ from dawnbench_fast.data.imagenet import loader as loader_mod
 from dawnbench_fast.data.imagenet.folder import ImageFolder, open_splits
 from dawnbench_fast.data.imagenet.loader import ImageNetLoader
 from dawnbench_fast.data.imagenet.synthetic import make_image_folder
+from dawnbench_fast.imagenet import task as imagenet_task
 
 SIZE = 24
 
@@ -74,10 +75,10 @@ def test_pinning_changes_no_pixel_or_label(root, allocations):
 
 def test_the_trainer_pins_its_batches_on_cuda_only(root):
     train, val = open_splits(root)
-    data = imagenet.ImageNetData(root, train, val)
+    data = imagenet_task.ImageNetData(root, train, val)
     cfg = imagenet.Config(batch_size=4, compile="off", skip_bad=True)
     for device, pinned in ((torch.device("cuda", 0), True), (torch.device("cpu"), False)):
-        task = imagenet.Trainer(cfg, data, device)  # builds no tensor: no GPU needed
+        task = imagenet.ImageNetTask(cfg, data, device)  # builds no tensor: no GPU needed
         assert task.loader.pin_memory is pinned and task.val_loader.pin_memory is pinned, device
         task.loader.close()
         task.val_loader.close()

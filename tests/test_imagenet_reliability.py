@@ -18,10 +18,11 @@ import pytest
 import torch
 
 from dawnbench_fast import imagenet
-from dawnbench_fast.checkpoint import RUN_CHECKPOINT
 from dawnbench_fast.data.imagenet.folder import ImageFolder
 from dawnbench_fast.data.imagenet.pack import PackedSource, pack
 from dawnbench_fast.data.imagenet.synthetic import make_image_folder
+from dawnbench_fast.imagenet import task as imagenet_task
+from dawnbench_fast.training.checkpoint import RUN_CHECKPOINT
 
 # 240 training images, batch 48: 5 steps per epoch
 TINY = ["--set", "arch=resnet18", "--set", "width=8", "--set", "min_res=64", "--set", "max_res=64",
@@ -49,7 +50,7 @@ def test_interrupted_then_resumed_gives_the_same_weights_and_out_is_not_reused(f
                                                                                 monkeypatch):
     assert _main(folder, tmp_path / "whole", "--save-model", str(tmp_path / "whole.pt")) == 0
 
-    step = imagenet.Trainer.train_step
+    step = imagenet.ImageNetTask.train_step
     stop_at = 2 * STEPS_PER_EPOCH + 2  # inside epoch 3, after epoch 2's checkpoint
 
     def interrupting(self, x, y):
@@ -57,12 +58,12 @@ def test_interrupted_then_resumed_gives_the_same_weights_and_out_is_not_reused(f
             raise KeyboardInterrupt
         return step(self, x, y)
 
-    monkeypatch.setattr(imagenet.Trainer, "train_step", interrupting)
+    monkeypatch.setattr(imagenet.ImageNetTask, "train_step", interrupting)
     assert _main(folder, tmp_path / "cut") == 130
     assert "interrupted" in capsys.readouterr().err
     saved = torch.load(tmp_path / "cut" / RUN_CHECKPOINT, map_location="cpu", weights_only=True)
     assert saved["loop"]["epochs_done"] == 2 and not (tmp_path / "cut" / "run.json").exists()
-    monkeypatch.setattr(imagenet.Trainer, "train_step", step)
+    monkeypatch.setattr(imagenet.ImageNetTask, "train_step", step)
 
     assert imagenet.main(["--resume", str(tmp_path / "cut"), "--data-dir", str(folder), *TINY,
                           "--save-model", str(tmp_path / "resumed.pt")]) == 0
@@ -96,8 +97,8 @@ def test_data_dir_takes_packed_splits(folder, tmp_path):
     train = ImageFolder(folder / "train")
     pack(train, packed / "train.pack", threads=2)
     pack(ImageFolder(folder / "val", classes=list(train.classes)), packed / "val.pack", threads=2)
-    data = imagenet.load_data(str(packed))
+    data = imagenet_task.load_data(str(packed))
     assert isinstance(data.train, PackedSource) and isinstance(data.val, PackedSource)
     assert torch.equal(data.train.labels, train.labels) and data.classes == 10
-    folders = imagenet.load_data(str(folder))
+    folders = imagenet_task.load_data(str(folder))
     assert isinstance(folders.train, ImageFolder) and len(folders.val) == len(data.val) == 40

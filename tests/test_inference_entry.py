@@ -1,4 +1,4 @@
-"""DAWNBench's inference entry (dawnbench_fast.runs.inference and the file
+"""DAWNBench's inference entry (dawnbench_fast.runner.runs.inference and the file
 bench.write_submission writes): it times the procedure that produced the
 accuracy it states, and never states an accuracy below the target without
 saying that it is not a valid entry."""
@@ -11,8 +11,10 @@ import json
 import pytest
 import torch
 
-from dawnbench_fast import bench, runs, train
-from dawnbench_fast.train import Phases
+from dawnbench_fast.reporting import bench
+from dawnbench_fast.runner import runs
+from dawnbench_fast.training import train
+from dawnbench_fast.training.train import Phases
 from tests.fake_task import FakeConfig
 
 

@@ -11,9 +11,9 @@ from contextlib import contextmanager
 import nvtx
 import torch
 
-from dawnbench_fast import train
 from dawnbench_fast.cifar import Config
-from dawnbench_fast.train import NVTX_DOMAIN, Phases
+from dawnbench_fast.training import train
+from dawnbench_fast.training.train import NVTX_DOMAIN, Phases
 from tests.cifar_data import cifar_dir
 
 

@@ -14,10 +14,11 @@ import pytest
 import torch
 from cifar_data import cifar_dir
 
-from dawnbench_fast import cifar, precision
+from dawnbench_fast import cifar
+from dawnbench_fast.config import precision
+from dawnbench_fast.config.overrides import ConfigError
 from dawnbench_fast.csrc.engine import build_isa_reason
-from dawnbench_fast.overrides import ConfigError
-from dawnbench_fast.runtime import autocast
+from dawnbench_fast.execution.runtime import autocast
 
 CPU = torch.device("cpu")
 ZEN5 = {"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_bf16"}

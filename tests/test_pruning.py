@@ -13,8 +13,8 @@ import torch
 
 from dawnbench_fast.cifar import Config
 from dawnbench_fast.data.pruning import dropped_count, prune_epoch, pruned_epoch
-from dawnbench_fast.task import epoch_steps, steps_in
-from dawnbench_fast.train import train_epoch
+from dawnbench_fast.training.task import epoch_steps, steps_in
+from dawnbench_fast.training.train import train_epoch
 from tests.cifar_data import cifar_dir
 
 

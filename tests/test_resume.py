@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from dawnbench_fast.checkpoint import RUN_CHECKPOINT
+from dawnbench_fast.training.checkpoint import RUN_CHECKPOINT
 from tests.cifar_data import cifar_dir
 
 pytestmark = pytest.mark.slow

@@ -29,7 +29,6 @@ print(sum(o.startswith('dawnbench::') for o in registry.registered_ops()))
     import torch
 
     from dawnbench_fast import dispatch
-
     pytest.importorskip("triton")
     for module in {m for mods in dispatch._PROVIDERS.values() for m in mods}:
         importlib.import_module(module)

@@ -39,7 +39,7 @@ import sys
 
 import pytest
 
-from dawnbench_fast import gpu_info
+from dawnbench_fast.hardware import gpu_info
 from dawnbench_fast.roofline.peak_choice import resolve_peaks
 from dawnbench_fast.roofline.peaks import GPU_TABLE, detect_gpu, match_gpu, table_entry
 from dawnbench_fast.roofline.report import build_report

@@ -20,7 +20,10 @@ import pytest
 import torch
 from cifar_data import cifar_dir
 
-from dawnbench_fast import bench, cifar, run_log, run_report, runtime
+from dawnbench_fast import cifar
+from dawnbench_fast.cifar import cli as cifar_cli
+from dawnbench_fast.execution import runtime
+from dawnbench_fast.reporting import bench, run_log, run_report
 
 TINY = ["--subset", "500", "--eval-subset", "200", "--epochs", "2", "--eval-every", "1",
         "--batch-size", "250", "--set", "widths=16,32,32", "--set", "whiten_images=500",
@@ -61,7 +64,7 @@ def test_submission_fields_come_from_the_flags(tiny_run):
         assert entry["codeURL"] == "https://example.org/ada/cifar"
         assert entry["hardware"] == "2 x Test CPU (lab box)"
     # the file names follow DAWNBench's [author]_[model]_[hardware]_[framework]
-    assert stem == f"Ada-Lovelace_{cifar.MODEL_NAME}_2-x-Test-CPU-lab-box_pytorch"
+    assert stem == f"Ada-Lovelace_{cifar_cli.MODEL_NAME}_2-x-Test-CPU-lab-box_pytorch"
     assert train["logFilename"] == f"{stem}.tsv"
     # run.json keeps the hardware as detected: what reproduces the run
     run = json.loads((tiny_run / "run.json").read_text())

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from dawnbench_fast import cifar, cli
-from dawnbench_fast.overrides import ConfigError
+from dawnbench_fast import cifar
+from dawnbench_fast.config.overrides import ConfigError
+from dawnbench_fast.runner import cli
 
 
 def resolved_out(args: list[str], default: Path) -> Path:

@@ -1,4 +1,4 @@
-"""The per-epoch JSON-lines log (dawnbench_fast.run_log): appended and
+"""The per-epoch JSON-lines log (dawnbench_fast.reporting.run_log): appended and
 flushed line by line, so a killed run keeps its finished epochs; a resumed
 run cuts it back to its checkpoint's epochs; a new run starts it afresh."""
 
@@ -8,8 +8,8 @@ import json
 
 import torch
 
-from dawnbench_fast import run_log
-from dawnbench_fast.train import EpochRow, LoopResult
+from dawnbench_fast.reporting import run_log
+from dawnbench_fast.training.train import EpochRow, LoopResult
 
 
 def record(epoch: int) -> dict:

@@ -1,5 +1,5 @@
 """accuracy.png and report.html from finished run folders
-(dawnbench_fast.run_report), without training: folders written here hold a
+(dawnbench_fast.reporting.run_report), without training: folders written here hold a
 run.json and an epochs.jsonl of made-up figures."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dawnbench_fast import run_log, run_report
+from dawnbench_fast.reporting import run_log, run_report
 
 
 def run_folder(root: Path, seed: int, accs: list[float], target: float = 0.5, log: bool = True) -> Path:

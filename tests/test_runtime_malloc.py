@@ -16,7 +16,7 @@ import pytest
 
 CHILD = r"""
 import json, resource, torch
-from dawnbench_fast import runtime
+from dawnbench_fast.execution import runtime
 mode = runtime.keep_freed_memory()
 MiB = 1 << 20
 def step():  # a training step's large activations, touched, then freed together

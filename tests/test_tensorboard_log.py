@@ -10,8 +10,10 @@ import sys
 import fake_tensorboard
 from cifar_data import cifar_dir
 
-from dawnbench_fast import cifar, run_log
-from dawnbench_fast.tensorboard_log import TENSORBOARD_DIR, TensorBoardLog
+from dawnbench_fast import cifar
+from dawnbench_fast.cifar import cli as cifar_cli
+from dawnbench_fast.reporting import run_log
+from dawnbench_fast.reporting.tensorboard_log import TENSORBOARD_DIR, TensorBoardLog
 
 BASE = ["--no-download", "--no-progress", "--epochs", "1", "--subset", "1000", "--eval-subset", "200",
         "--latency-images", "0"]
@@ -23,7 +25,7 @@ def tripwire(*args, **kwargs):
 
 def test_asked_for_without_the_package_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # import raises ImportError
-    monkeypatch.setattr(cifar, "load_cifar10", tripwire)
+    monkeypatch.setattr(cifar_cli, "load_cifar10", tripwire)
     out = tmp_path / "out"
     code = cifar.main([*BASE, "--data-dir", str(cifar_dir()), "--out", str(out), "--tensorboard"])
     err = capsys.readouterr().err.strip().splitlines()

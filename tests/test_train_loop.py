@@ -1,4 +1,4 @@
-"""The task-agnostic loop (dawnbench_fast.train) driven by a fake task: which
+"""The task-agnostic loop (dawnbench_fast.training.train) driven by a fake task: which
 epochs it evaluates, with or without TTA, when the clock stops, what each
 phase holds, and that loss_trajectory needs nothing but a config that builds
 its task. No dataset, no real model: well under a second."""
@@ -8,10 +8,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dawnbench_fast import bench, runs, train
-from dawnbench_fast.overrides import ConfigError
-from dawnbench_fast.task import StepLoss, loop_epochs, steps_in
-from dawnbench_fast.train import Phases
+from dawnbench_fast.config.overrides import ConfigError
+from dawnbench_fast.reporting import bench
+from dawnbench_fast.runner import runs
+from dawnbench_fast.training import train
+from dawnbench_fast.training.task import StepLoss, loop_epochs, steps_in
+from dawnbench_fast.training.train import Phases
 from tests.fake_task import EVAL_S, INIT_S, SHOW_S, STEP_S, TTA_EVAL_S, FakeConfig
 
 
@@ -34,7 +36,7 @@ def test_the_clock_charges_every_checked_evaluation_and_the_tsv_hours_run_with_i
     assert [r.hours for r in res.rows] == [c / 3600 for c in clocks]
     assert [r.eval_seconds for r in res.rows] == [EVAL_S] * 3 + [TTA_EVAL_S]
     # 0.6 at epoch 2 is the first to reach 0.5: the time to accuracy is that row's clock
-    assert (res.tta_epoch, res.tta_seconds) == (2, clocks[1])
+    assert (res.time_to_target_epoch, res.time_to_target_seconds) == (2, clocks[1])
     assert res.final.top1 == 0.7
     assert phases.seconds == {"init": INIT_S, "train": 4 * epoch_s, "eval": 3 * EVAL_S + TTA_EVAL_S}
     assert phases.clock == clocks[-1]
@@ -52,7 +54,7 @@ def test_by_default_only_the_final_evaluation_is_charged_and_display_ones_are_no
     # three display-only evaluations (0.99 each, above the target) are neither checked nor written
     assert [r.epoch for r in res.rows] == [4]
     assert res.rows[0].clock_seconds == INIT_S + 4 * epoch_s + TTA_EVAL_S
-    assert (res.tta_epoch, res.tta_seconds) == (4, INIT_S + 4 * epoch_s + TTA_EVAL_S)
+    assert (res.time_to_target_epoch, res.time_to_target_seconds) == (4, INIT_S + 4 * epoch_s + TTA_EVAL_S)
     assert phases.seconds["display_eval"] == 3 * SHOW_S
     assert phases.clock == INIT_S + 4 * epoch_s + TTA_EVAL_S  # display time is outside
     out = capsys.readouterr().out.splitlines()
@@ -64,7 +66,7 @@ def test_eval_every_and_log_tta_and_a_target_never_reached():
     res, phases = run(cfg)
     assert [r.epoch for r in res.rows] == [3, 5]  # every 3rd, and always the last
     assert all(r.tta for r in res.rows)
-    assert res.tta_seconds is None and res.tta_epoch is None
+    assert res.time_to_target_seconds is None and res.time_to_target_epoch is None
     assert res.final.clock_seconds == phases.clock == INIT_S + 15 * STEP_S + 2 * TTA_EVAL_S
     steps = [e for e in cfg.log if e[0] == "step"]
     assert steps == [("step", ep, i) for ep in range(5) for i in range(3)]
@@ -77,7 +79,7 @@ def test_warm_up_runs_two_steps_and_one_eval_batch_on_its_own_task_outside_the_c
     assert warm.log == ["init", ("step", 0, 0), ("step", 0, 1), ("eval", True, 1)]
     assert phases.seconds["warmup"] == INIT_S + 2 * STEP_S + TTA_EVAL_S
     assert list(phases.seconds)[0] == "warmup"  # before the clock starts
-    assert res.tta_seconds == INIT_S + 3 * STEP_S + TTA_EVAL_S  # the warm-up is not in it
+    assert res.time_to_target_seconds == INIT_S + 3 * STEP_S + TTA_EVAL_S  # the warm-up is not in it
 
 
 def test_loss_trajectory_crosses_epochs_and_reads_per_example_losses():
@@ -130,7 +132,7 @@ def test_a_fractional_length_stops_the_last_epoch_part_way():
     assert steps == [("step", e, i) for e in range(2) for i in range(4)] + [("step", 2, 0), ("step", 2, 1)]
     assert [(r.epoch, r.tta) for r in res.rows] == [(3, True)]
     assert phases.seconds == {"init": INIT_S, "train": 10 * STEP_S, "eval": TTA_EVAL_S}
-    assert res.tta_seconds == INIT_S + 10 * STEP_S + TTA_EVAL_S
+    assert res.time_to_target_seconds == INIT_S + 10 * STEP_S + TTA_EVAL_S
     assert loop_epochs(7.63) == 8 and loop_epochs(8) == 8
     assert [steps_in(e, 32) for e in (7.63, 8, 0.19)] == [245, 256, 7]
     assert steps_in(0.1 * 3, 10) == 3  # 0.30000000000000004 epochs: not 4 steps

@@ -7,9 +7,10 @@ import dataclasses
 import pytest
 
 from dawnbench_fast import dispatch
-from dawnbench_fast.cifar import Config, loss_trajectory
+from dawnbench_fast.cifar import Config
 from dawnbench_fast.kernels import launch_counts
 from dawnbench_fast.kernels.launches import interpreting
+from dawnbench_fast.training.train import loss_trajectory
 
 
 def test_triton_backend_follows_torch_loss_trajectory():

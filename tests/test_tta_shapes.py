@@ -14,12 +14,18 @@ import math
 import pytest
 import torch
 
-from dawnbench_fast import train, tta
-from dawnbench_fast.cifar import Config, Trainer
-from dawnbench_fast.cifar_eval import inference_net
+from dawnbench_fast.cifar import CifarTask, Config, tta
+from dawnbench_fast.cifar.evaluation import inference_net
+from dawnbench_fast.cifar.tta import (
+    MIN_BUCKET,
+    bucket,
+    bucket_sizes,
+    selective_tta_logits,
+    warm_up_selective_tta,
+)
 from dawnbench_fast.models.cifar_net import CifarNet, FoldedCifarNet
-from dawnbench_fast.runs import warm_up_config
-from dawnbench_fast.tta import MIN_BUCKET, bucket, bucket_sizes, selective_tta_logits, warm_up_selective_tta
+from dawnbench_fast.runner.runs import warm_up_config
+from dawnbench_fast.training import train
 from tests.cifar_data import cifar_dir
 
 
@@ -148,7 +154,7 @@ def test_the_trainers_warm_up_meets_every_shape_of_its_final_evaluation(monkeypa
                  widths=(8, 8, 8), epochs=1, device="cpu", kernels="torch", precision="fp32",
                  data_dir=str(cifar_dir()), download=False)
     task = cfg.build_task(torch.device("cpu"))
-    train.warm_up(Trainer(warm_up_config(task.cfg), task.data, task.device, task.backend))
+    train.warm_up(CifarTask(warm_up_config(task.cfg), task.data, task.device, task.backend))
     warmed, seen[:] = set(seen), []
     assert {40, 20, *(5 * m for m in bucket_sizes(40))} <= warmed
     task.init_model()

@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dawnbench_fast import cli
 from dawnbench_fast.analyze import batch_size, leaderboard, lesion, stability, thresholds
 from dawnbench_fast.analyze.study_cli import PROG, split_trainer_args
+from dawnbench_fast.runner import cli
 
 COMMANDS = (stability, thresholds, batch_size, lesion, leaderboard)
 

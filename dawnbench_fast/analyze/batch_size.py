@@ -27,7 +27,7 @@ from dawnbench_fast.analyze.report_files import fmt_mean_std, fmt_pct, gap, writ
 from dawnbench_fast.analyze.run_records import RunRecord
 from dawnbench_fast.analyze.stats import describe, reached_fraction
 from dawnbench_fast.analyze.training_runs import Arm, resolve_config
-from dawnbench_fast.bench import table
+from dawnbench_fast.reporting.bench import table
 
 COMMAND = "batch-size"
 DEFAULT_RUNS = 2
@@ -72,18 +72,19 @@ def arms(base: list[str], sizes: tuple[int, ...], rule: str) -> list[Arm]:
     return out
 
 
-def run(a: argparse.Namespace) -> int:
-    study_cli.check_study_args(a)
-    sizes = parse_sizes(a.sizes)
-    out = study_cli.resolve_out(a, COMMAND)
-    target = study_cli.study_target(a)
+def run(args: argparse.Namespace) -> int:
+    study_cli.check_study_args(args)
+    sizes = parse_sizes(args.sizes)
+    out = study_cli.resolve_out(args, COMMAND)
+    target = study_cli.study_target(args)
     every = ["--eval-every", "1"]
-    planned = [] if a.sources else arms(study_cli.trainer_base(a, target, every, quick_batch=False), sizes,
-                                        a.lr_rule)
-    records, failures = study_cli.collect_runs(a, out, planned, target, extra=every, quick_batch=False)
-    if a.sources is not None:
-        target = study_cli.target_of_runs(a, {r.target for r in records})
-    data = summarize(records, target, a.lr_rule if a.sources is None else None)
+    planned = []
+    if not args.sources:
+        planned = arms(study_cli.trainer_base(args, target, every, quick_batch=False), sizes, args.lr_rule)
+    records, failures = study_cli.collect_runs(args, out, planned, target, extra=every, quick_batch=False)
+    if args.sources is not None:
+        target = study_cli.target_of_runs(args, {r.target for r in records})
+    data = summarize(records, target, args.lr_rule if args.sources is None else None)
     data["failed"] = study_cli.failures_json(failures)
     text = "\n".join([render(data), *study_cli.failure_lines(failures)])
     write_outputs(out, COMMAND, data, text, lambda plt: figure(plt, data))

@@ -23,7 +23,7 @@ from dawnbench_fast.analyze import study_cli
 from dawnbench_fast.analyze.report_files import fmt_pct, write_outputs
 from dawnbench_fast.analyze.run_records import RunRecord, read_runs
 from dawnbench_fast.analyze.stats import describe, reached_fraction
-from dawnbench_fast.bench import table
+from dawnbench_fast.reporting.bench import table
 
 COMMAND = "leaderboard"
 RECORDS_FILE = "cifar10_records.json"
@@ -80,9 +80,9 @@ def place(mine: dict, records: dict) -> dict:
             "records_about": records["about"]}
 
 
-def run(a: argparse.Namespace) -> int:
-    records = read_runs(a.results, COMMAND)
-    out = study_cli.resolve_out(a, COMMAND)
+def run(args: argparse.Namespace) -> int:
+    records = read_runs(args.results, COMMAND)
+    out = study_cli.resolve_out(args, COMMAND)
     shipped = load_records()
     data = place(run_entry(records, shipped["target"]), shipped)
     write_outputs(out, COMMAND, data, render(data), lambda plt: figure(plt, data))

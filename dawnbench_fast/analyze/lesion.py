@@ -5,7 +5,7 @@ recipe as it is), the same seeds in every arm.
 The levers and their switches (:func:`lever_arms`) are the trainer's own
 flags and recipe fields; the recipe levers are found, not listed: every field
 in which the chosen recipe differs from the published airbench94_muon preset
-(dawnbench_fast.cifar_recipe.RECIPES) is an arm set back to airbench's value.
+(dawnbench_fast.cifar.recipe.RECIPES) is an arm set back to airbench's value.
 Every lever the issue names has its switch: Muon (``filter_optimizer``), the
 alternating flip (``flip_alternating``) and whitening (``first_conv``) too.
 """
@@ -21,9 +21,9 @@ from dawnbench_fast.analyze.report_files import fmt_mean_std, write_outputs
 from dawnbench_fast.analyze.run_records import RunRecord
 from dawnbench_fast.analyze.stats import describe, reached_fraction
 from dawnbench_fast.analyze.training_runs import Arm, check_plan
-from dawnbench_fast.bench import table
-from dawnbench_fast.cifar_recipe import RECIPES, CifarRecipe
-from dawnbench_fast.overrides import ConfigError
+from dawnbench_fast.cifar.recipe import RECIPES, CifarRecipe
+from dawnbench_fast.config.overrides import ConfigError
+from dawnbench_fast.reporting.bench import table
 
 COMMAND = "lesion"
 DEFAULT_RUNS = 3
@@ -68,7 +68,7 @@ def add_parser(sub: Any) -> None:
 
 
 def _set_text(value: object) -> str:
-    """A field value as ``--set`` reads it (dawnbench_fast.overrides.parse_value)."""
+    """A field value as ``--set`` reads it (dawnbench_fast.config.overrides.parse_value)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, tuple):
@@ -122,20 +122,20 @@ def drop_no_ops(base: list[str], arms: list[Arm]) -> tuple[list[Arm], list[str]]
     return kept, [a.name for a in arms if a not in kept]
 
 
-def run(a: argparse.Namespace) -> int:
-    study_cli.check_study_args(a)
-    arms = select(lever_arms(a.recipe or "dawnbench_fast"), a.arms)
-    if a.list_arms:
+def run(args: argparse.Namespace) -> int:
+    study_cli.check_study_args(args)
+    arms = select(lever_arms(args.recipe or "dawnbench_fast"), args.arms)
+    if args.list_arms:
         print("\n".join(f"{x.name}: {x.what} ({' '.join(x.flags) or 'no flags'})" for x in arms))
         return 0
-    out = study_cli.resolve_out(a, COMMAND)
-    target = study_cli.study_target(a)
+    out = study_cli.resolve_out(args, COMMAND)
+    target = study_cli.study_target(args)
     dropped: list[str] = []
-    if a.sources is None:
-        arms, dropped = drop_no_ops(study_cli.trainer_base(a, target), arms)
-    records, failures = study_cli.collect_runs(a, out, arms, target)
-    if a.sources is not None:
-        target = study_cli.target_of_runs(a, {r.target for r in records})
+    if args.sources is None:
+        arms, dropped = drop_no_ops(study_cli.trainer_base(args, target), arms)
+    records, failures = study_cli.collect_runs(args, out, arms, target)
+    if args.sources is not None:
+        target = study_cli.target_of_runs(args, {r.target for r in records})
     data = summarize(records, target, {x.name: x for x in arms})
     data.update(failed=study_cli.failures_json(failures), dropped_as_baseline=dropped)
     lines = [render(data), *study_cli.failure_lines(failures)]

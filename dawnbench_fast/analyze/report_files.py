@@ -1,6 +1,6 @@
 """What every analysis leaves in ``--out``: ``<command>.json`` (the figures),
 ``<command>.png`` (its plot, matplotlib Agg) and ``<command>.txt`` (the
-text printed on screen), each written atomically (dawnbench_fast.bench).
+text printed on screen), each written atomically (dawnbench_fast.reporting.bench).
 
 JSON holds null, never NaN, where a figure does not exist (a time to a target
 never reached): NaN is not JSON, and a reader would take it for a number. The
@@ -15,7 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dawnbench_fast import bench, run_report
+from dawnbench_fast import atomic
+from dawnbench_fast.reporting import run_report
 
 
 def fmt_time(seconds: float | None) -> str:
@@ -47,15 +48,15 @@ def write_outputs(out: Path, command: str, data: dict, text: str,
     print(text)
     payload = json.dumps(data, indent=2, allow_nan=False, default=str) + "\n"
     written = [out / f"{command}.json", out / f"{command}.txt"]
-    bench.write_text(written[0], payload)
-    bench.write_text(written[1], text + "\n")
+    atomic.write_text(written[0], payload)
+    atomic.write_text(written[1], text + "\n")
     plt = run_report.pyplot() if draw is not None else None
     if plt is not None:
         fig = draw(plt)
         buf = io.BytesIO()
         fig.savefig(buf, format="png")
         plt.close(fig)
-        with bench.atomic_path(out / f"{command}.png") as tmp:
+        with atomic.atomic_path(out / f"{command}.png") as tmp:
             tmp.write_bytes(buf.getvalue())
         written.append(out / f"{command}.png")
     print(f"written: {', '.join(str(p) for p in written)}")

@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from dawnbench_fast.overrides import ConfigError
-from dawnbench_fast.task import steps_in
+from dawnbench_fast.config.overrides import ConfigError
+from dawnbench_fast.training.task import steps_in
 
 RUN_JSON = "run.json"
 CIFAR10_TRAIN_IMAGES = 50_000  # config.subset 0 means all of them
@@ -86,7 +86,7 @@ class RunRecord:
     def images_trained(self) -> int:
         """Training images stepped through, as the trainer counts steps: whole
         batches only (the remainder of an epoch is dropped), a fractional last
-        epoch rounded up to whole steps (dawnbench_fast.task.steps_in)."""
+        epoch rounded up to whole steps (dawnbench_fast.training.task.steps_in)."""
         n = int(self.config.get("subset") or 0) or CIFAR10_TRAIN_IMAGES
         batch = min(int(self.config["batch_size"]), n)
         return steps_in(float(self.config["epochs"]), max(1, n // batch)) * batch

@@ -16,7 +16,7 @@ from dawnbench_fast.analyze.report_files import fmt_mean_std, fmt_pct, fmt_time,
 from dawnbench_fast.analyze.run_records import RunRecord
 from dawnbench_fast.analyze.stats import describe, reached_fraction
 from dawnbench_fast.analyze.training_runs import Arm
-from dawnbench_fast.bench import table
+from dawnbench_fast.reporting.bench import table
 
 COMMAND = "stability"
 DEFAULT_RUNS = 5
@@ -31,14 +31,14 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(command_fn=run)
 
 
-def run(a: argparse.Namespace) -> int:
-    study_cli.check_study_args(a)
-    out = study_cli.resolve_out(a, COMMAND)
-    arm = Arm(a.recipe or "default", f"the {a.recipe or 'default'} recipe")
-    target = study_cli.study_target(a)
-    records, failures = study_cli.collect_runs(a, out, [arm], target)
-    if a.sources is not None:
-        target = study_cli.target_of_runs(a, {r.target for r in records})
+def run(args: argparse.Namespace) -> int:
+    study_cli.check_study_args(args)
+    out = study_cli.resolve_out(args, COMMAND)
+    arm = Arm(args.recipe or "default", f"the {args.recipe or 'default'} recipe")
+    target = study_cli.study_target(args)
+    records, failures = study_cli.collect_runs(args, out, [arm], target)
+    if args.sources is not None:
+        target = study_cli.target_of_runs(args, {r.target for r in records})
     data = summarize(records, target)
     data["failed"] = study_cli.failures_json(failures)
     text = "\n".join([render(data), *study_cli.failure_lines(failures)])

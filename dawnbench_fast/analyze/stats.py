@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from dawnbench_fast.bench import mean_std
+from dawnbench_fast.reporting.bench import mean_std
 
 
 def t_two_sided_probability(t: float, df: int) -> float:

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from dawnbench_fast.analyze.run_records import RunRecord, read_runs
 from dawnbench_fast.analyze.training_runs import RUNS_FOLDER, Arm, Failure, train_arms
-from dawnbench_fast.cifar_recipe import RECIPES
-from dawnbench_fast.cli import check_out_dir
-from dawnbench_fast.overrides import ConfigError
+from dawnbench_fast.cifar.recipe import RECIPES
+from dawnbench_fast.config.overrides import ConfigError
+from dawnbench_fast.runner.cli import check_out_dir
 
 PROG = "python -m dawnbench_fast.analyze"
 DEFAULT_OUT = Path("runs/analysis")
@@ -88,61 +88,61 @@ def add_study_args(p: argparse.ArgumentParser, runs: int, target: float) -> None
     p.set_defaults(default_runs=runs, default_target=target)
 
 
-def resolve_out(a: argparse.Namespace, command: str) -> Path:
+def resolve_out(args: argparse.Namespace, command: str) -> Path:
     """The analysis's output folder: --resume's, else --out, else a new one;
     refused if it holds files, unless --overwrite or resuming (the rule of
-    the trainer's --out, dawnbench_fast.cli.check_out_dir)."""
-    resume = getattr(a, "resume", None)
+    the trainer's --out, dawnbench_fast.runner.cli.check_out_dir)."""
+    resume = getattr(args, "resume", None)
     if resume is not None:
-        if a.out is not None and Path(a.out).resolve() != Path(resume).resolve():
-            raise ConfigError(f"--resume {resume} with --out {a.out}: a resumed study writes into its "
+        if args.out is not None and Path(args.out).resolve() != Path(resume).resolve():
+            raise ConfigError(f"--resume {resume} with --out {args.out}: a resumed study writes into its "
                               "own folder; drop --out")
         if not Path(resume).is_dir():
             raise ConfigError(f"--resume {resume}: no such folder; pass the --out of the study to go on with")
         out = Path(resume)
-    elif a.out is not None:
-        out = Path(a.out)
+    elif args.out is not None:
+        out = Path(args.out)
     else:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         out = DEFAULT_OUT / f"{stamp}-{command}"
-    check_out_dir(out, a.overwrite, resuming=resume is not None)
+    check_out_dir(out, args.overwrite, resuming=resume is not None)
     return out
 
 
-def check_study_args(a: argparse.Namespace) -> None:
+def check_study_args(args: argparse.Namespace) -> None:
     """Ranges argparse does not check, before anything is read or trained."""
-    if a.runs is not None and a.runs < 1:
-        raise ConfigError(f"--runs {a.runs}: must be >= 1")
-    if a.seed < 0:
-        raise ConfigError(f"--seed {a.seed}: must be >= 0")
+    if args.runs is not None and args.runs < 1:
+        raise ConfigError(f"--runs {args.runs}: must be >= 1")
+    if args.seed < 0:
+        raise ConfigError(f"--seed {args.seed}: must be >= 0")
     # `not 0 < x <= 1` so that nan fails too
-    if a.target is not None and not 0.0 < a.target <= 1.0:
-        raise ConfigError(f"--target {a.target}: must be in (0, 1], a fraction: 0.94 means 94%")
-    if a.sources is not None and (a.resume is not None or a.trainer_args):
+    if args.target is not None and not 0.0 < args.target <= 1.0:
+        raise ConfigError(f"--target {args.target}: must be in (0, 1], a fraction: 0.94 means 94%")
+    if args.sources is not None and (args.resume is not None or args.trainer_args):
         raise ConfigError("--from reads finished runs: it takes no --resume and no trainer flags after --")
 
 
-def runs_per_arm(a: argparse.Namespace) -> int:
-    if a.runs is not None:
-        return a.runs
-    return QUICK_RUNS if a.quick else a.default_runs
+def runs_per_arm(args: argparse.Namespace) -> int:
+    if args.runs is not None:
+        return args.runs
+    return QUICK_RUNS if args.quick else args.default_runs
 
 
-def seeds(a: argparse.Namespace) -> list[int]:
-    return list(range(a.seed, a.seed + runs_per_arm(a)))
+def seeds(args: argparse.Namespace) -> list[int]:
+    return list(range(args.seed, args.seed + runs_per_arm(args)))
 
 
-def study_target(a: argparse.Namespace) -> float:
+def study_target(args: argparse.Namespace) -> float:
     """The target of runs this study trains."""
-    if a.target is not None:
-        return a.target
-    return QUICK_TARGET if a.quick else a.default_target
+    if args.target is not None:
+        return args.target
+    return QUICK_TARGET if args.quick else args.default_target
 
 
-def target_of_runs(a: argparse.Namespace, targets: set[float]) -> float:
+def target_of_runs(args: argparse.Namespace, targets: set[float]) -> float:
     """The target read runs are judged by: --target, else their own (one)."""
-    if a.target is not None:
-        return a.target
+    if args.target is not None:
+        return args.target
     if len(targets) != 1:
         raise ConfigError(f"--from: the runs were trained for different targets ({sorted(targets)}); "
                           "pass --target")
@@ -157,7 +157,7 @@ def target_note(target: float) -> str:
             "the full target): times are to this lower target, not DAWNBench times")
 
 
-def trainer_base(a: argparse.Namespace, target: float, extra: Sequence[str] = (),
+def trainer_base(args: argparse.Namespace, target: float, extra: Sequence[str] = (),
                  quick_batch: bool = True) -> list[str]:
     """The trainer flags of every run of the study: no progress bar (the
     study prints its own lines), no latency (no analysis reads it; `--
@@ -166,26 +166,27 @@ def trainer_base(a: argparse.Namespace, target: float, extra: Sequence[str] = ()
     the recipe's, which its learning rates were tuned for), the study's
     ``extra`` (e.g. --eval-every 1), then the user's after --."""
     argv = ["--no-progress", "--latency-images", "0", "--target", str(target)]
-    if a.recipe is not None:  # left out otherwise: the trainer refuses --recipe beside --config
-        argv += ["--recipe", a.recipe]
-    if a.quick:
+    if args.recipe is not None:  # left out otherwise: the trainer refuses --recipe beside --config
+        argv += ["--recipe", args.recipe]
+    if args.quick:
         argv += QUICK_FLAGS + (QUICK_BATCH if quick_batch else [])
-    if a.data_dir is not None:
-        argv += ["--data-dir", a.data_dir]
-    return [*argv, *extra, *a.trainer_args]
+    if args.data_dir is not None:
+        argv += ["--data-dir", args.data_dir]
+    return [*argv, *extra, *args.trainer_args]
 
 
-def collect_runs(a: argparse.Namespace, out: Path, arms: list[Arm], target: float,
+def collect_runs(args: argparse.Namespace, out: Path, arms: list[Arm], target: float,
                  extra: Sequence[str] = (),
                  quick_batch: bool = True) -> tuple[list[RunRecord], list[Failure]]:
     """The study's runs: read with --from, else trained (each arm, each seed)
     with :func:`trainer_base`'s flags plus ``extra``. Without one finished
     run there is nothing to analyse: a one-line error."""
-    if a.sources is not None:
-        records, failures = read_runs(a.sources), []
+    if args.sources is not None:
+        records, failures = read_runs(args.sources), []
     else:
-        base = trainer_base(a, target, extra, quick_batch)
-        outcome = train_arms(base, arms, seeds(a), out, resume=a.resume is not None, overwrite=a.overwrite)
+        base = trainer_base(args, target, extra, quick_batch)
+        outcome = train_arms(base, arms, seeds(args), out, resume=args.resume is not None,
+                             overwrite=args.overwrite)
         records, failures = outcome.records, outcome.failures
     if not records:
         raise ConfigError(f"no run finished ({len(failures)} failed; their logs are in {out / RUNS_FOLDER})")

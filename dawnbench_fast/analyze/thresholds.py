@@ -19,7 +19,7 @@ from dawnbench_fast.analyze.report_files import fmt_mean_std, fmt_pct, fmt_time,
 from dawnbench_fast.analyze.run_records import RunRecord
 from dawnbench_fast.analyze.stats import describe, reached_fraction
 from dawnbench_fast.analyze.training_runs import Arm
-from dawnbench_fast.bench import table
+from dawnbench_fast.reporting.bench import table
 
 COMMAND = "thresholds"
 DEFAULT_RUNS = 5
@@ -46,16 +46,16 @@ def parse_thresholds(text: str) -> tuple[float, ...]:
                                 "each must be a fraction in (0, 1]: 0.94 means 94%")
 
 
-def run(a: argparse.Namespace) -> int:
-    study_cli.check_study_args(a)
-    if a.thresholds is not None:
-        levels = parse_thresholds(a.thresholds)
+def run(args: argparse.Namespace) -> int:
+    study_cli.check_study_args(args)
+    if args.thresholds is not None:
+        levels = parse_thresholds(args.thresholds)
     else:
-        levels = QUICK_THRESHOLDS if a.quick else DEFAULT_THRESHOLDS
-    out = study_cli.resolve_out(a, COMMAND)
-    arm = Arm(a.recipe or "default", "evaluated (and charged) every epoch")
-    target = a.target if a.target is not None else max(levels)
-    records, failures = study_cli.collect_runs(a, out, [arm], target, extra=["--eval-every", "1"])
+        levels = QUICK_THRESHOLDS if args.quick else DEFAULT_THRESHOLDS
+    out = study_cli.resolve_out(args, COMMAND)
+    arm = Arm(args.recipe or "default", "evaluated (and charged) every epoch")
+    target = args.target if args.target is not None else max(levels)
+    records, failures = study_cli.collect_runs(args, out, [arm], target, extra=["--eval-every", "1"])
     data = summarize(records, levels)
     data["failed"] = study_cli.failures_json(failures)
     text = "\n".join([render(data), *study_cli.failure_lines(failures)])

@@ -23,10 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dawnbench_fast import cifar, config_file
+from dawnbench_fast import cifar
 from dawnbench_fast.analyze.run_records import RUN_JSON, RunRecord, read_run
-from dawnbench_fast.checkpoint import RUN_CHECKPOINT
-from dawnbench_fast.overrides import ConfigError
+from dawnbench_fast.config import config_file
+from dawnbench_fast.config.overrides import ConfigError
+from dawnbench_fast.training.checkpoint import RUN_CHECKPOINT
 
 TRAINER = "dawnbench_fast.cifar"
 RUNS_FOLDER = "runs"

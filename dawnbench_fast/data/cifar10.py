@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dawnbench_fast.machine import user_cache_dir
+from dawnbench_fast.hardware.machine import user_cache_dir
 
 IMAGES_PER_FILE = 10_000
 RECORD_BYTES = 1 + 32 * 32 * 3

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from dawnbench_fast.config.overrides import ConfigError
 from dawnbench_fast.data import augment as aug
 from dawnbench_fast.data.cifar10 import MEAN, STD, Cifar10, subset_problem
-from dawnbench_fast.overrides import ConfigError
 
 
 @dataclass

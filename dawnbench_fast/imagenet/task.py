@@ -1,23 +1,17 @@
-"""ImageNet to 93% top-5: the ResNet recipe and its command line.
-
-    python -m dawnbench_fast.imagenet --data-dir DIR     # DIR/train, DIR/val: ImageFolders
-    torchrun --nproc-per-node 8 -m dawnbench_fast.imagenet --data-dir DIR
-
-Every hyperparameter lives in :class:`Config` (its fields:
-:class:`~dawnbench_fast.imagenet_recipe.ImageNetRecipe`); ``--set
-name=value`` overrides any of them. The loop, the clock, warm-up, latency,
-the DAWNBench files, run.json, ``--profile-steps`` and torchrun are the ones
-the CIFAR trainer uses (train.py, runs.py, bench.py, distributed.py); this
-module holds only what is ImageNet's: its data through the pipeline of
-dawnbench_fast.data.imagenet, normalised on the device from uint8 batches,
-the ResNet, SGD with Nesterov momentum under FFCV's warm-up and linear decay,
-progressive resizing by epoch, and top-1/top-5 evaluation at a fixed side
-with the mirror as test-time augmentation.
+"""ImageNet's task: its data through the pipeline of dawnbench_fast.data.imagenet
+(normalised on the device from uint8 batches), the config as the loop runs
+it (:class:`Config`), the ResNet, SGD with Nesterov momentum under FFCV's
+warm-up and linear decay, progressive resizing by epoch, and
+:class:`ImageNetTask`, with top-1/top-5 evaluation at a fixed side and the
+mirror as test-time augmentation. The loop, the clock, warm-up, latency, the
+DAWNBench files, run.json, ``--profile-steps`` and torchrun are the ones every
+task shares (dawnbench_fast.training, dawnbench_fast.reporting,
+dawnbench_fast.execution.distributed); the command line is
+dawnbench_fast.imagenet.cli.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import functools
 import sys
@@ -31,21 +25,28 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dawnbench_fast import checkpoint, cli, config_file, gpu_defaults
+from dawnbench_fast.config.precision import with_resolved_precision
 from dawnbench_fast.data.cifar10 import DataError
 from dawnbench_fast.data.imagenet.loader import ImageNetLoader, open_source
 from dawnbench_fast.data.imagenet.source import ImageSource
 from dawnbench_fast.dispatch import KernelsUnavailable
-from dawnbench_fast.distributed import World, average_bn_statistics, convert_sync_batchnorm, world
-from dawnbench_fast.imagenet_recipe import MEAN, RECIPES, STD, ImageNetRecipe, train_resolution, validate
-from dawnbench_fast.imagenet_recipe import apply_overrides as apply_overrides
+from dawnbench_fast.execution import gpu_defaults
+from dawnbench_fast.execution.distributed import World, average_bn_statistics, convert_sync_batchnorm, world
+from dawnbench_fast.execution.runtime import autocast
+from dawnbench_fast.imagenet.recipe import MEAN, STD, ImageNetRecipe, train_resolution, validate
 from dawnbench_fast.models.resnet import ResNet
 from dawnbench_fast.optim.schedule import set_warmup_linear_decay
-from dawnbench_fast.precision import with_resolved_precision
-from dawnbench_fast.runs import Recipe, profile_steps, run_seeds
-from dawnbench_fast.runtime import autocast
-from dawnbench_fast.task import Evaluation, Predict, Splits, StepLoss, epoch_steps, loop_epochs, steps_in
-from dawnbench_fast.train import Phases, accuracy
+from dawnbench_fast.training import checkpoint
+from dawnbench_fast.training.task import (
+    Evaluation,
+    Predict,
+    Splits,
+    StepLoss,
+    epoch_steps,
+    loop_epochs,
+    steps_in,
+)
+from dawnbench_fast.training.train import accuracy
 
 # -- Data: the places that name the pipeline (dawnbench_fast.data.imagenet) ----------
 
@@ -120,13 +121,13 @@ def normalised(images: torch.Tensor, device: torch.device) -> torch.Tensor:
 
 @dataclass
 class Config(ImageNetRecipe):
-    """The recipe (every field: :class:`~dawnbench_fast.imagenet_recipe.ImageNetRecipe`)
+    """The recipe (every field: :class:`~dawnbench_fast.imagenet.recipe.ImageNetRecipe`)
     as the training loop runs it."""
 
-    def build_task(self, device: torch.device) -> Trainer:
+    def build_task(self, device: torch.device) -> ImageNetTask:
         """Validate, resolve the kernels, open the data and return the task."""
         cfg, _ = _resolved(self, device)
-        return Trainer(cfg, load_data(cfg.data_dir), device)
+        return ImageNetTask(cfg, load_data(cfg.data_dir), device)
 
 
 def _resolved(cfg: Config, device: torch.device) -> tuple[Config, str]:
@@ -179,8 +180,8 @@ def logits(net: nn.Module, x: torch.Tensor, tta: bool) -> torch.Tensor:
     return out + net(torch.flip(x, dims=[3])) if tta else out
 
 
-class Trainer:
-    """One training run of the recipe: the :class:`dawnbench_fast.task.Task`
+class ImageNetTask:
+    """One training run of the recipe: the :class:`dawnbench_fast.training.task.Task`
     the loop drives. In a torchrun job the net is wrapped in DDP (its
     gradients averaged over the ranks, overlapped with the backward pass);
     each rank reads its share of every global batch and its val shard. With
@@ -328,99 +329,3 @@ def load_model(path: str | Path, device: str | torch.device = "cpu") -> ResNet:
     """Rebuild a net saved by ``--save-model`` (in eval mode)."""
     return checkpoint.load(path, device, Config, what="ImageNet model",
                            build=lambda cfg: net_of(cfg, cfg.extra.get("classes", 1000)))
-
-
-# -- Command line ----------------------------------------------------------
-
-PROG = "python -m dawnbench_fast.imagenet"
-ERRORS = (*cli.USER_ERRORS, DataError)  # one line on stderr and exit 2, never a traceback
-
-
-def model_name(cfg: Config) -> str:
-    """The DAWNBench model field: ResNet-50-v1.5, ResNet-18 (plus width and BlurPool)."""
-    name = {"resnet50": "ResNet-50-v1.5", "resnet101": "ResNet-101-v1.5"}.get(
-        cfg.arch, cfg.arch.replace("resnet", "ResNet-"))
-    return name + (f"-w{cfg.width}" if cfg.width != 64 else "") + ("-blurpool" if cfg.blurpool else "")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = cli.OneLineParser(
-        prog=PROG,
-        description="Train a ResNet on ImageNet to --target top-5 validation accuracy and write a "
-        "DAWNBench report (time-to-accuracy, cost, one-image latency, TSV + JSON). Under torchrun "
-        "every process trains its share of each global batch; rank 0 writes.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    d = Config()
-    g = p.add_argument_group("data")
-    g.add_argument("--data-dir", help="folder holding train/ and val/ ImageFolders "
-                   "(<split>/<synset>/<image>), or train.pack and val.pack (docs/IMAGENET.md)")
-    cli.add_training_args(p, d)
-    p.add_argument("--recipe", choices=sorted(RECIPES), default="dawnbench_fast",
-                   help="named recipe: dawnbench_fast (ours: FFCV's ResNet-50 at 40 epochs, Nesterov, "
-                   "batch 1024), ffcv_rn50_40 / ffcv_rn50_16 (FFCV's 8-GPU configs, batch 4096), "
-                   "ffcv_rn18_16 (FFCV's one-GPU ResNet-18); --epochs and --set apply on top")
-    cli.add_execution_args(p, d)
-    cli.add_report_args(p, out="runs/imagenet")
-    return p
-
-
-def config_from_args(a: argparse.Namespace) -> Config:
-    if a.config is not None:
-        return apply_overrides(config_file.from_file(a, Config, validate), a.set)
-    cfg = Config(**config_file.recipe_fields(a, RECIPES))
-    return apply_overrides(cfg, a.set)
-
-
-def recipe(data: ImageNetData, device: torch.device, latency_images: int) -> Recipe:
-    """The recipe as the seed driver (dawnbench_fast.runs) sees it."""
-    return Recipe(
-        entry="dawnbench_fast.imagenet", dataset="ImageNet", model_name=model_name(Config()),
-        make_task=lambda cfg: Trainer(cfg, data, device, latency_images),
-        misc=lambda cfg, backend: {
-            "optimizer": f"SGD, momentum {cfg.momentum}{' (Nesterov)' if cfg.nesterov else ''}, "
-                         f"weight decay {cfg.weight_decay} (none on BN and biases)",
-            "schedule": f"linear warm-up over {cfg.warmup_epochs} epochs to lr {cfg.peak_lr:g}, then linear "
-                        f"to 0 at {cfg.epochs} epochs (FFCV's), global batch {cfg.batch_size}",
-            "resolution": f"train {cfg.min_res}->{cfg.max_res} px (ramp epochs {cfg.res_ramp[0]}-"
-                          f"{cfg.res_ramp[1]}), val {cfg.val_res} px", "model": model_name(cfg),
-            "precision": cfg.precision, "kernels": backend, "seed": cfg.seed, "tta": cfg.tta,
-            "world_size": world().size, "sync_bn": cfg.sync_bn and world().distributed,
-            "compile": gpu_defaults.compile_enabled(cfg.compile, device),
-        },
-        data={"root": str(data.root), "train_images": len(data.train), "val_images": len(data.val),
-              "classes": data.classes},
-        save_model=lambda task, cfg, path: save_model(task.net, cfg, path, data.classes),
-        target_metric="top5", ops=[],
-    )
-
-
-def run_cli(a: argparse.Namespace) -> int:
-    cli.check_run_args(a)
-    cfg = config_from_args(a)
-    if a.show_config:
-        print(cli.json_dumps(dataclasses.asdict(cfg)))
-        return 0
-    backend = resolve_kernels(cfg.kernels)
-    cfg, device, w = cli.start_run(cfg)  # under torchrun: this rank's device, the group joined
-    cli.check_single_process(a, w)
-    phases = Phases(device)
-    with phases.timed("data_load"):
-        data = load_data(cfg.data_dir)
-    if a.profile_steps:
-        # the roofline counts ops, which a compiled region hides: eager unless --compile was asked for
-        prof_cfg = dataclasses.replace(cfg, compile="off") if cfg.compile == "auto" else cfg
-        report_dir = profile_steps(Trainer(prof_cfg, data, device), a.profile_steps, Path(a.out) / "profile")
-        print(f"roofline report written to {report_dir}/")
-        return 0
-    rec = dataclasses.replace(recipe(data, device, a.latency_images), model_name=model_name(cfg))
-    return run_seeds(rec, cfg, a, device, backend, phases.seconds["data_load"])
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    return cli.guarded(PROG, lambda: run_cli(config_file.parse_args(build_parser(), argv)), ERRORS)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -13,8 +13,8 @@ from contextlib import AbstractContextManager, nullcontext
 
 import torch
 
-from dawnbench_fast.overrides import ConfigError
-from dawnbench_fast.precision import resolve_precision
+from dawnbench_fast.config.overrides import ConfigError
+from dawnbench_fast.config.precision import resolve_precision
 
 
 def resolve_device(name: str) -> torch.device:
@@ -96,7 +96,7 @@ def _keep_freed_memory() -> str:
 
 def autocast(precision: str, device: torch.device) -> AbstractContextManager:
     """The autocast context of a ``precision`` (bf16, fp16; fp32: none; auto:
-    what :func:`dawnbench_fast.precision.resolve_precision` picks for ``device``,
+    what :func:`dawnbench_fast.config.precision.resolve_precision` picks for ``device``,
     for callers such as scripts that did not resolve their config first)."""
     if precision == "auto":
         precision = resolve_precision(precision, device).precision

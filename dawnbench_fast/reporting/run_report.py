@@ -21,8 +21,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dawnbench_fast import bench
-from dawnbench_fast.run_log import LOG_NAME, read_log
+from dawnbench_fast import atomic
+from dawnbench_fast.reporting import bench
+from dawnbench_fast.reporting.run_log import LOG_NAME, read_log
 
 PLOT_NAME = "accuracy.png"
 HTML_NAME = "report.html"
@@ -200,8 +201,8 @@ def write_report(folder: Path, run_dirs: list[Path], title: str) -> list[Path]:
     png = plot_png(runs)
     written = []
     if png is not None:
-        with bench.atomic_path(folder / PLOT_NAME) as tmp:
+        with atomic.atomic_path(folder / PLOT_NAME) as tmp:
             tmp.write_bytes(png)
         written.append(folder / PLOT_NAME)
-    bench.write_text(folder / HTML_NAME, render_html(runs, png, title))
+    atomic.write_text(folder / HTML_NAME, render_html(runs, png, title))
     return [*written, folder / HTML_NAME]

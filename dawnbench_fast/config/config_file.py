@@ -5,7 +5,7 @@ override the file, ``--set`` last of all.
 
 Which flags were *given* (rather than left at their defaults) is what lets
 ``--config run.json --seed 0`` mean seed 0 even though 0 is the default:
-:func:`parse_args` records them in ``a.given``.
+:func:`parse_args` records them in ``args.given``.
 
 Every mistake in the file is a one-line ConfigError naming the file and the
 field (exit status 2 in the CLI), before any data is read.
@@ -20,8 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from dawnbench_fast.gpu_defaults import compile_choice
-from dawnbench_fast.overrides import FLAGS, ConfigError
+from dawnbench_fast.config.overrides import FLAGS, ConfigError
 
 _UNSET = object()
 
@@ -29,6 +28,12 @@ _UNSET = object()
 # the data flags every recipe has); with --config, those given override the file.
 FIELD_FLAGS = ("epochs", "batch_size", "seed", "target", "eval_every", "show_every", "subset",
                "eval_subset", "device", "kernels", "threads", "precision", "deterministic", "data_dir")
+
+
+
+def compile_choice(flag: bool | None) -> str:
+    """The config value of ``--compile`` / ``--no-compile`` (None: neither given)."""
+    return "auto" if flag is None else ("on" if flag else "off")
 
 
 def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
@@ -111,30 +116,30 @@ def in_file(path: str, error: ConfigError) -> ConfigError:
     return ConfigError(f"--config {path}: field {msg.removeprefix('--set ')}")
 
 
-def from_file(a: argparse.Namespace, config_type: type, validate: Any) -> Any:
+def from_file(args: argparse.Namespace, config_type: type, validate: Any) -> Any:
     """``--config FILE``'s config (a ``config_type``, checked by ``validate``),
     then the flags given beside it (not --set: the caller applies those last)."""
-    if "recipe" in getattr(a, "given", set()):
-        raise ConfigError(f"--config {a.config} with --recipe: the file holds a whole recipe; drop "
+    if "recipe" in getattr(args, "given", set()):
+        raise ConfigError(f"--config {args.config} with --recipe: the file holds a whole recipe; drop "
                           "--recipe (change fields with --set)")
-    cfg = config_type(**read_config(a.config, config_type))
+    cfg = config_type(**read_config(args.config, config_type))
     try:
         validate(cfg)
     except ConfigError as e:
-        raise in_file(a.config, e) from None
-    return dataclasses.replace(cfg, **fields_from_flags(a))
+        raise in_file(args.config, e) from None
+    return dataclasses.replace(cfg, **fields_from_flags(args))
 
 
-def fields_from_flags(a: argparse.Namespace) -> dict[str, Any]:
-    """The config fields set by flags given on the command line (``a.given``)."""
-    given = getattr(a, "given", set())
-    out = {name: getattr(a, name) for name in FIELD_FLAGS if name in given}
+def fields_from_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The config fields set by flags given on the command line (``args.given``)."""
+    given = getattr(args, "given", set())
+    out = {name: getattr(args, name) for name in FIELD_FLAGS if name in given}
     if "epochs" in out:
         out["epochs"] = epochs_value(out["epochs"])
     if "no_download" in given:
-        out["download"] = not a.no_download
+        out["download"] = not args.no_download
     if "compile" in given:  # --compile / --no-compile
-        out["compile"] = compile_choice(a.compile)
+        out["compile"] = compile_choice(args.compile)
     return out
 
 
@@ -144,18 +149,19 @@ def epochs_value(epochs: float) -> int | float:
     return int(epochs) if float(epochs).is_integer() else epochs
 
 
-def recipe_fields(a: argparse.Namespace, recipes: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def recipe_fields(args: argparse.Namespace, recipes: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The Config fields every trainer takes from the shared flags
     (cli.add_training_args, add_execution_args): the named recipe's values,
     an explicit --epochs, --batch-size or --precision winning over them, and
     the run's seed, target, device, kernels and the rest."""
-    preset = {**recipes[a.recipe]}
-    if a.epochs is not None:
-        preset["epochs"] = epochs_value(a.epochs)
+    preset = {**recipes[args.recipe]}
+    if args.epochs is not None:
+        preset["epochs"] = epochs_value(args.epochs)
     for name in ("batch_size", "precision"):
-        if getattr(a, name) is not None:
-            preset[name] = getattr(a, name)
-    return {**preset, "seed": a.seed, "target": a.target, "eval_every": a.eval_every,
-            "show_every": a.show_every, "device": a.device, "kernels": a.kernels, "threads": a.threads,
-            "deterministic": a.deterministic, "data_dir": a.data_dir, "extra": {"recipe": a.recipe},
-            "compile": compile_choice(a.compile)}
+        if getattr(args, name) is not None:
+            preset[name] = getattr(args, name)
+    return {**preset, "seed": args.seed, "target": args.target, "eval_every": args.eval_every,
+            "show_every": args.show_every, "device": args.device, "kernels": args.kernels,
+            "threads": args.threads,
+            "deterministic": args.deterministic, "data_dir": args.data_dir, "extra": {"recipe": args.recipe},
+            "compile": compile_choice(args.compile)}

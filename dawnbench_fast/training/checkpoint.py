@@ -13,9 +13,9 @@ from typing import Any, TypeVar
 
 import torch
 
-from dawnbench_fast.bench import atomic_path
+from dawnbench_fast.atomic import atomic_path
+from dawnbench_fast.config.overrides import ConfigError
 from dawnbench_fast.data.cifar10 import DataError
-from dawnbench_fast.overrides import ConfigError
 
 M = TypeVar("M", bound=torch.nn.Module)
 

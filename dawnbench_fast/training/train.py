@@ -31,8 +31,8 @@ from typing import Any
 import nvtx
 import torch
 
-from dawnbench_fast.distributed import world
-from dawnbench_fast.task import Evaluation, LoopConfig, Predict, StepLoss, Task, loop_epochs
+from dawnbench_fast.execution.distributed import world
+from dawnbench_fast.training.task import Evaluation, LoopConfig, Predict, StepLoss, Task, loop_epochs
 
 NVTX_DOMAIN = "dawnbench"
 
@@ -58,7 +58,7 @@ class Phases:
     def __init__(self, device: torch.device, timer: Callable[[], float] | None = None,
                  energy: Callable[[], float] | None = None):
         """``energy``: a reading of the GPU's energy counter in joules
-        (dawnbench_fast.gpu_info.energy_reader), for the joules of each phase."""
+        (dawnbench_fast.hardware.gpu_info.energy_reader), for the joules of each phase."""
         self.device = device
         self.events = timer is None and device.type == "cuda"
         self.timer = timer or time.perf_counter
@@ -139,16 +139,18 @@ class EpochRow:
 @dataclass
 class LoopResult:
     rows: list[EpochRow] = field(default_factory=list)
-    tta_seconds: float | None = None  # time to target, None if never reached
-    tta_epoch: int | None = None
+    time_to_target_seconds: float | None = None  # the clock when the target was reached; None if never
+    time_to_target_epoch: int | None = None
     epochs_done: int = 0  # epochs trained so far (where a resumed run goes on)
     # each epoch's mean training loss per example (None where the epoch did not say)
     train_losses: list[float | None] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        """Plain data for a checkpoint."""
-        return {"rows": [dataclasses.asdict(r) for r in self.rows], "tta_seconds": self.tta_seconds,
-                "tta_epoch": self.tta_epoch, "epochs_done": self.epochs_done,
+        """Plain data for a checkpoint (its keys are the checkpoint format's: unchanged,
+        so that checkpoints written before the attributes' renaming still resume)."""
+        return {"rows": [dataclasses.asdict(r) for r in self.rows],
+                "tta_seconds": self.time_to_target_seconds, "tta_epoch": self.time_to_target_epoch,
+                "epochs_done": self.epochs_done,
                 "train_losses": list(self.train_losses)}
 
     @classmethod
@@ -216,8 +218,8 @@ def run_epochs(
             if on_row is not None:
                 on_row(row)
             metric = top1 if target_metric == "top1" else (top5 or 0.0)
-            if res.tta_seconds is None and metric >= target:
-                res.tta_seconds, res.tta_epoch = row.clock_seconds, row.epoch
+            if res.time_to_target_seconds is None and metric >= target:
+                res.time_to_target_seconds, res.time_to_target_epoch = row.clock_seconds, row.epoch
         elif show is not None and _due(epoch, show_every):
             with phases.timed("display_eval"):
                 show(epoch)
@@ -248,7 +250,7 @@ class NonFiniteLoss(RuntimeError):
 def train_epoch(task: Task, epoch: int, progress: Any = None) -> float | None:
     """Every step of one epoch; each an nvtx range so Nsight names it. Returns
     the epoch's mean training loss per example (None if it had no step),
-    over every rank's examples in a torchrun job (dawnbench_fast.distributed).
+    over every rank's examples in a torchrun job (dawnbench_fast.execution.distributed).
 
     A nan or inf loss stops the run with the step number. The check reads the
     loss on the host every step on the CPU, where that is free; on a GPU a
@@ -413,7 +415,7 @@ def accuracy(predict: Predict,
     """(top-1, top-5 or None) of ``predict``'s logits over (inputs, labels)
     batches. ``predict`` carries the test-time augmentation, if any. In a
     torchrun job each rank passes its shard of the test set and the counts
-    are summed over the ranks (dawnbench_fast.distributed)."""
+    are summed over the ranks (dawnbench_fast.execution.distributed)."""
     correct = correct5 = total = 0
     for x, y in batches:
         with nvtx.annotate("eval_batch", domain=NVTX_DOMAIN):  # Nsight names each batch

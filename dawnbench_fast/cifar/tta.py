@@ -7,7 +7,7 @@ The views and weights are airbench's: the image and its mirror, and at level
 
 Shapes on a GPU. How many images selective TTA finds unsure depends on the
 data, so the views' forward would meet a new batch size in nearly every batch;
-with cuDNN autotuning on (dawnbench_fast.gpu_defaults) each new shape is timed
+with cuDNN autotuning on (dawnbench_fast.execution.gpu_defaults) each new shape is timed
 on the spot, inside the final evaluation and so on the time-to-accuracy clock
 (and a compiled net would recompile). On CUDA the unsure set is therefore
 padded to one of a few fixed sizes (:func:`bucket_sizes`) and the pad's rows
@@ -22,7 +22,7 @@ import nvtx
 import torch
 import torch.nn.functional as F
 
-from dawnbench_fast.train import NVTX_DOMAIN
+from dawnbench_fast.training.train import NVTX_DOMAIN
 
 # Level -> the weights of its views (tta_views' order): 1: the image and its
 # mirror; 2: that pair at 0.5 plus the mirrored pairs shifted by -1 and +1 px

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 import torch
 
-from dawnbench_fast.machine import cpu_flags
+from dawnbench_fast.hardware.machine import cpu_flags
 
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
 _X86 = {"x86_64", "amd64", "i386", "i686", "x86"}

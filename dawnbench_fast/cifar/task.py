@@ -1,71 +1,69 @@
-"""CIFAR-10 to 94%: the recipe and its command line.
+"""CIFAR-10's task: the recipe as the loop runs it (:class:`Config`), its net
+and optimisers, and :class:`CifarTask`, the training run that
+dawnbench_fast.training.train's loop drives (batches, step, evaluation,
+predictor, checkpoint state).
 
-    python -m dawnbench_fast.cifar                 # train, report, write files
-    python -m dawnbench_fast.cifar evaluate PATH   # evaluate saved weights
-
-Every hyperparameter lives in :class:`Config`; the CLI overrides any field with
-``--set name=value`` (e.g. ``--set lr_filters=0.2 --set tta_level=0``).
-
-This module holds only what is CIFAR's: the recipe, its data on the device,
-its model and optimisers, and the :class:`Trainer` task that
-dawnbench_fast.train's loop drives; its evaluation (BN folded, the
-test-time augmentation views) is in dawnbench_fast.cifar_eval. The loop, the
-clock and latency live in train.py; the DAWNBench files, run.json and the
-report in bench.py; the flags every trainer shares in cli.py.
+Every hyperparameter is a field of the recipe (dawnbench_fast.cifar.recipe);
+the evaluation (BN folded, test-time augmentation) is in
+dawnbench_fast.cifar.evaluation and dawnbench_fast.cifar.tta; the command
+line in dawnbench_fast.cifar.cli.
 """
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import os
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from dawnbench_fast import checkpoint, cifar_eval, cli, config_file, dispatch, gpu_defaults
-from dawnbench_fast.cifar_eval import evaluate, inference_net
-from dawnbench_fast.cifar_recipe import RECIPES, CifarRecipe, apply_overrides, validate
+from dawnbench_fast import dispatch
+from dawnbench_fast.cifar import evaluation as cifar_eval
+from dawnbench_fast.cifar.evaluation import evaluate, inference_net
+from dawnbench_fast.cifar.recipe import CifarRecipe, validate
+from dawnbench_fast.cifar.tta import selective_tta_logits
+from dawnbench_fast.config.overrides import ConfigError
+from dawnbench_fast.config.precision import with_resolved_precision
 from dawnbench_fast.csrc import conv_group, engine
 from dawnbench_fast.data import augment as aug
-from dawnbench_fast.data.cifar10 import Cifar10, DataError, load_cifar10
+from dawnbench_fast.data.cifar10 import load_cifar10
 from dawnbench_fast.data.cifar10_device import DeviceData, prepare_data
 from dawnbench_fast.data.host_copy import to_device
 from dawnbench_fast.data.progressive import epoch_side, first_epoch_of_each_side, keyed_crop
 from dawnbench_fast.data.pruning import EpochPruner
-from dawnbench_fast.distributed import allreduce_grads, average_bn_statistics, world
+from dawnbench_fast.execution import gpu_defaults
+from dawnbench_fast.execution.distributed import allreduce_grads, average_bn_statistics, world
+from dawnbench_fast.execution.runtime import autocast
 from dawnbench_fast.models.cifar_net import CifarNet
 from dawnbench_fast.optim.muon import Muon
 from dawnbench_fast.optim.schedule import set_linear_decay
-from dawnbench_fast.overrides import ConfigError
-from dawnbench_fast.overrides import parse_value as parse_value  # re-export (older callers)
-from dawnbench_fast.precision import with_resolved_precision
-from dawnbench_fast.runs import Recipe, profile_steps, run_seeds
-from dawnbench_fast.runtime import autocast, configure_process, resolve_device
-from dawnbench_fast.task import Evaluation, Predict, Splits, StepLoss, epoch_steps, loop_epochs, steps_in
-from dawnbench_fast.train import Phases
-from dawnbench_fast.train import loss_trajectory as loss_trajectory  # re-export: tests, scripts
-from dawnbench_fast.tta import selective_tta_logits
+from dawnbench_fast.training import checkpoint
+from dawnbench_fast.training.task import (
+    Evaluation,
+    Predict,
+    Splits,
+    StepLoss,
+    epoch_steps,
+    loop_epochs,
+    steps_in,
+)
 
 
 @dataclass
 class Config(CifarRecipe):
-    """The recipe (every field: :class:`~dawnbench_fast.cifar_recipe.CifarRecipe`)
+    """The recipe (every field: :class:`~dawnbench_fast.cifar.recipe.CifarRecipe`)
     as the training loop runs it."""
 
-    def build_task(self, device: torch.device) -> Trainer:
+    def build_task(self, device: torch.device) -> CifarTask:
         """Validate, resolve the kernels, load and place the data, and return
         the task (train.loss_trajectory runs any recipe through this)."""
         cfg, _ = with_resolved_precision(validate(self), device)
         backend = dispatch.resolve_backend(cfg.kernels, device)
         data = prepare_data(load_cifar10(cfg.data_dir, cfg.download), cfg, device)
-        return Trainer(cfg, data, device, backend)
+        return CifarTask(cfg, data, device, backend)
 
 
 # -- Model, optimisers, the training task ----------------------------------
@@ -128,12 +126,12 @@ def forward_loss(model: CifarNet, x: torch.Tensor, y: torch.Tensor, whiten_bias_
                            reduction="none" if per_example else "sum")
 
 
-class Trainer:
+class CifarTask:
     """One training run of the recipe: its state and its step. It is the
-    :class:`dawnbench_fast.task.Task` that the loop drives. In a torchrun job
+    :class:`dawnbench_fast.training.task.Task` that the loop drives. In a torchrun job
     each rank trains on its share of every global batch, its gradients summed
     over the ranks before the step, its BN statistics its own
-    (dawnbench_fast.distributed)."""
+    (dawnbench_fast.execution.distributed)."""
 
     def __init__(self, cfg: Config, data: DeviceData, device: torch.device, backend: str):
         self.cfg, self.data, self.device, self.backend = cfg, data, device, backend
@@ -284,143 +282,9 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> C
     return checkpoint.load(path, device, Config, what="CIFAR model", build=net_of)
 
 
-# -- Command line ----------------------------------------------------------
-
-PROG = "python -m dawnbench_fast.cifar"
-MODEL_NAME = "CifarNet-airbench94-muon-class"
-ERRORS = (*cli.USER_ERRORS, DataError)  # one line on stderr and exit 2, never a traceback
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = cli.OneLineParser(
-        prog=PROG,
-        description="Train the fast CIFAR-10 net to --target test accuracy and write a "
-        "DAWNBench report (time-to-accuracy, cost, one-image latency, TSV + JSON). "
-        "Subcommand: `evaluate PATH` evaluates weights saved with --save-model.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    d = Config()
-    g = p.add_argument_group("data")
-    g.add_argument("--data-dir", help="CIFAR-10 folder (binary or cifar-10-batches-py layout); "
-                   "default: $DAWNBENCH_DATA, then the per-user cache, then download")
-    g.add_argument("--no-download", action="store_true", help="never download the dataset")
-    g.add_argument("--subset", type=int, default=d.subset, metavar="N",
-                   help="train on the first N training images (0 = all)")
-    g.add_argument("--eval-subset", type=int, default=d.eval_subset, metavar="N",
-                   help="evaluate on the first N test images (0 = all)")
-    cli.add_training_args(p, d)
-    p.add_argument("--recipe", choices=sorted(RECIPES), default="dawnbench_fast",
-                   help="named recipe: dawnbench_fast (ours: the 2025 hiverge record's values "
-                   "at batch 1536, SiLU, jitter, but 8.5 epochs, with selective TTA), hiverge "
-                   "(the record's 7.63 epochs), airbench94_muon (the published recipe: 6-view "
-                   "TTA on every image), airbench94_tta (it with selective TTA), progressive24 "
-                   "(10 epochs, the first 6 on 24-px crops); --epochs and --set apply on top")
-    cli.add_execution_args(p, d)
-    cli.add_report_args(p, out="runs/cifar10")
-    return p
-
-
-def build_eval_parser() -> argparse.ArgumentParser:
-    p = cli.OneLineParser(prog=f"{PROG} evaluate", description="Evaluate weights saved with --save-model.",
-                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("path", help="model file written by --save-model")
-    p.add_argument("--data-dir", help="CIFAR-10 folder (default as for training)")
-    p.add_argument("--no-download", action="store_true", help="never download the dataset")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
-    p.add_argument("--tta-level", type=int, default=2, choices=(0, 1, 2), help="test-time augmentation")
-    p.add_argument("--eval-subset", type=int, default=0, metavar="N", help="first N test images")
-    p.add_argument("--threads", type=int, default=0, help="CPU threads (0 = all cores)")
-    return p
-
-
-def config_from_args(a: argparse.Namespace) -> Config:
-    if a.config is not None:
-        return apply_overrides(config_from_file(a), a.set)
-    cfg = Config(**config_file.recipe_fields(a, RECIPES), subset=a.subset, eval_subset=a.eval_subset,
-                 download=not a.no_download)
-    return apply_overrides(cfg, a.set)
-
-
-def config_from_file(a: argparse.Namespace) -> Config:
-    """``--config FILE``'s config, then the flags given beside it (not --set)."""
-    return config_file.from_file(a, Config, validate)
-
-
-def recipe(ds: Cifar10, data: DeviceData, device: torch.device, backend: str) -> Recipe:
-    """The recipe as the seed driver (dawnbench_fast.runs) sees it."""
-    return Recipe(
-        entry="dawnbench_fast.cifar", dataset="CIFAR-10", model_name=MODEL_NAME,
-        make_task=lambda cfg: Trainer(cfg, data, device, backend),
-        misc=lambda cfg, backend: {
-            "optimizer": "Muon (conv filters) + Nesterov SGD (biases, head)",
-            "schedule": f"linear decay to 0 over {cfg.epochs} epochs, batch {cfg.batch_size}",
-            "precision": cfg.precision, "kernels": backend, "seed": cfg.seed, "tta_level": cfg.tta_level,
-            "compile": gpu_defaults.compile_enabled(cfg.compile, device),
-        },
-        data={"root": str(ds.root), "layout": ds.layout, "verified_md5": ds.verified},
-        save_model=lambda task, cfg, path: save_model(task.model, cfg, path),
-        extra_result=kernel_choices,
-    )
-
-
-def run_cli(a: argparse.Namespace) -> int:
-    cli.check_run_args(a)
-    cfg = config_from_args(a)
-    if a.show_config:
-        print(cli.json_dumps(dataclasses.asdict(cfg)))
-        return 0
-    cfg, device, w = cli.start_run(cfg)  # under torchrun: this rank's device, the group joined
-    cli.check_single_process(a, w)
-    if cfg.conv_wgrad != "env":
-        conv_group.set_wgrad_policy(cfg.conv_wgrad)
-    if cfg.deterministic and conv_group.wgrad_policy() == "auto":
-        conv_group.set_wgrad_policy("frozen")  # the cached choice, else aten: never timed afresh
-    backend = dispatch.resolve_backend(cfg.kernels, device)
-    phases = Phases(device)
-    with phases.timed("data_load"):
-        ds = load_cifar10(cfg.data_dir, cfg.download)
-        data = prepare_data(ds, cfg, device)
-    if not ds.verified and w.main:
-        print(f"note: {ds.root}: files are not byte-identical to the originals "
-              "(contents validated)", file=sys.stderr)
-    if a.profile_steps:
-        # the roofline counts ops, which a compiled region hides: eager unless --compile was asked for
-        prof_cfg = dataclasses.replace(cfg, compile="off") if cfg.compile == "auto" else cfg
-        report_dir = profile_steps(Trainer(prof_cfg, data, device, backend), a.profile_steps,
-                                   Path(a.out) / "profile")
-        print(f"roofline report written to {report_dir}/")
-        return 0
-    return run_seeds(recipe(ds, data, device, backend), cfg, a, device, backend, phases.seconds["data_load"])
-
-
 def kernel_choices(backend: str) -> dict:
     """What the cpu backend chose (run.json, checkpoints): the conv weight-gradient
     method per shape and the copy of the C++ kernels ("avx512" or "baseline")."""
     cpu = backend == "cpu"
     return {"conv_wgrad_methods": conv_group.chosen_methods() if cpu else {},
             "cpu_kernels_path": engine.cpu_path() if cpu else None}
-
-
-def evaluate_cli(a: argparse.Namespace) -> int:
-    configure_process(a.threads)
-    device = resolve_device(a.device)
-    model = load_model(a.path, device)
-    cfg, _ = with_resolved_precision(Config(eval_subset=a.eval_subset, device=a.device), device)
-    ds = load_cifar10(a.data_dir, not a.no_download)
-    data = prepare_data(ds, cfg, device)
-    model = model.to(memory_format=torch.channels_last)
-    acc = evaluate(model, data, cfg, device, a.tta_level)
-    print(f"{a.path}: top-1 {100 * acc:.2f}% on {len(data.test_x)} test images "
-          f"(tta_level {a.tta_level})")
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] == "evaluate":
-        return cli.guarded(PROG, lambda: evaluate_cli(build_eval_parser().parse_args(argv[1:])), ERRORS)
-    return cli.guarded(PROG, lambda: run_cli(config_file.parse_args(build_parser(), argv)), ERRORS)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -2,7 +2,7 @@
 here on CUDA: ``torch.compile`` of the training step's forward and loss,
 cuDNN autotuning (``torch.backends.cudnn.benchmark``), with autocast (the
 recipe's ``precision``) and the clock read through CUDA events
-(dawnbench_fast.train.Phases) and no host synchronisation per step.
+(dawnbench_fast.training.train.Phases) and no host synchronisation per step.
 
 Their one-off costs (compilation, cuDNN's trial runs) fall in the warm-up,
 outside the clock and timed, as in the published recipes: a throwaway task
@@ -23,18 +23,13 @@ from typing import Any
 
 import torch
 
-from dawnbench_fast.overrides import ConfigError
+from dawnbench_fast.config.overrides import ConfigError
 
 COMPILE_CHOICES = ("auto", "on", "off")
 COMPILE_RULE = "must be auto, on or off (auto: on CUDA only; --compile / --no-compile)"
 # torch.compile's backend; tests swap in "eager" (Dynamo's capture without code generation).
 COMPILE_BACKEND = "inductor"
 _COMPILED: dict[tuple[Callable[..., Any], str], Callable[..., Any]] = {}
-
-
-def compile_choice(flag: bool | None) -> str:
-    """The config value of ``--compile`` / ``--no-compile`` (None: neither given)."""
-    return "auto" if flag is None else ("on" if flag else "off")
 
 
 def check_compile(choice: str) -> None:

@@ -1,6 +1,6 @@
 """The per-epoch log of a run: one JSON object per line in ``epochs.jsonl``
 beside run.json (and, with ``--tensorboard``, the same figures as TensorBoard
-scalars: dawnbench_fast.tensorboard_log), written as each epoch ends.
+scalars: dawnbench_fast.reporting.tensorboard_log), written as each epoch ends.
 
 Unlike the result files, which are written whole and atomically when the run
 ends, this log grows: each line is appended and flushed at its epoch's end,
@@ -24,9 +24,9 @@ import math
 from pathlib import Path
 from typing import Any, Protocol
 
-from dawnbench_fast import bench
-from dawnbench_fast.tensorboard_log import TENSORBOARD_DIR, TensorBoardLog
-from dawnbench_fast.train import LoopResult
+from dawnbench_fast import atomic
+from dawnbench_fast.reporting.tensorboard_log import TENSORBOARD_DIR, TensorBoardLog
+from dawnbench_fast.training.train import LoopResult
 
 LOG_NAME = "epochs.jsonl"
 
@@ -90,7 +90,7 @@ class EpochLog:
         self.mode = "w"
         if resume_epochs is not None:
             kept = [r for r in read_log(path) if r.get("epoch", 0) <= resume_epochs]
-            bench.write_text(path, "".join(json.dumps(r) + "\n" for r in kept))
+            atomic.write_text(path, "".join(json.dumps(r) + "\n" for r in kept))
             self.mode = "a"
 
     def append(self, record: dict) -> None:

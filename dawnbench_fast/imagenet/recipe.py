@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dawnbench_fast.gpu_defaults import COMPILE_CHOICES, COMPILE_RULE
+from dawnbench_fast.config.overrides import apply_overrides as _apply_overrides
+from dawnbench_fast.config.overrides import check, common_checks
+from dawnbench_fast.execution.gpu_defaults import COMPILE_CHOICES, COMPILE_RULE
 from dawnbench_fast.models.resnet import ARCHS
-from dawnbench_fast.overrides import apply_overrides as _apply_overrides
-from dawnbench_fast.overrides import check, common_checks
 
 # ImageNet's per-channel mean and std of RGB in [0, 1] (the values every torchvision-era recipe uses)
 MEAN = (0.485, 0.456, 0.406)

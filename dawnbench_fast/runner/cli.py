@@ -17,11 +17,13 @@ from typing import Any, TypeVar
 
 import torch
 
-from dawnbench_fast import dispatch, distributed, gpu_defaults, tensorboard_log
-from dawnbench_fast.overrides import ConfigError
-from dawnbench_fast.precision import PRECISIONS, with_resolved_precision
-from dawnbench_fast.runtime import configure_process, resolve_device, set_deterministic
-from dawnbench_fast.train import NonFiniteLoss
+from dawnbench_fast import dispatch
+from dawnbench_fast.config.overrides import ConfigError
+from dawnbench_fast.config.precision import PRECISIONS, with_resolved_precision
+from dawnbench_fast.execution import distributed, gpu_defaults
+from dawnbench_fast.execution.runtime import configure_process, resolve_device, set_deterministic
+from dawnbench_fast.reporting import tensorboard_log
+from dawnbench_fast.training.train import NonFiniteLoss
 
 C = TypeVar("C")
 
@@ -130,42 +132,44 @@ def add_report_args(p: argparse.ArgumentParser, out: str) -> None:
                    "roofline report into OUT/profile")
 
 
-def check_run_args(a: argparse.Namespace) -> None:
+def check_run_args(args: argparse.Namespace) -> None:
     """The shared flags' ranges (argparse checks only their types) and the
     output folder, before any data is read or anything is written."""
-    for flag, value, low in (("--runs", a.runs, 1), ("--latency-images", a.latency_images, 0),
-                             ("--profile-steps", a.profile_steps, 0)):
+    for flag, value, low in (("--runs", args.runs, 1), ("--latency-images", args.latency_images, 0),
+                             ("--profile-steps", args.profile_steps, 0)):
         if value < low:
             raise ConfigError(f"{flag} {value}: must be >= {low}")
     # `not x >= 0` so that nan fails too (every comparison with nan is false).
-    if a.cost_per_hour is not None and not (math.isfinite(a.cost_per_hour) and a.cost_per_hour >= 0):
-        raise ConfigError(f"--cost-per-hour {a.cost_per_hour}: must be a price >= 0 (USD per hour)")
-    resolve_out(a)
+    if args.cost_per_hour is not None and not (math.isfinite(args.cost_per_hour) and args.cost_per_hour >= 0):
+        raise ConfigError(f"--cost-per-hour {args.cost_per_hour}: must be a price >= 0 (USD per hour)")
+    resolve_out(args)
     # --show-config writes nothing, so it may name any --out.
-    if not getattr(a, "show_config", False):
-        check_out_dir(Path(a.out), a.overwrite, resuming=bool(a.resume))
-        if a.save_model:
-            check_save_model(Path(a.save_model), a.runs, a.overwrite)
-        if a.tensorboard:
+    if not getattr(args, "show_config", False):
+        check_out_dir(Path(args.out), args.overwrite, resuming=bool(args.resume))
+        if args.save_model:
+            check_save_model(Path(args.save_model), args.runs, args.overwrite)
+        if args.tensorboard:
             tensorboard_log.check_available()
 
 
-def resolve_out(a: argparse.Namespace) -> None:
-    """``a.out``: the ``--resume`` folder when resuming (it is the run's own
+def resolve_out(args: argparse.Namespace) -> None:
+    """``args.out``: the ``--resume`` folder when resuming (it is the run's own
     --out; naming another --out as well is an error), else --out, else a new
     folder under the default (:func:`fresh_out`)."""
-    if a.resume is None:
-        a.out = a.out if a.out is not None else str(fresh_out(Path(a.default_out), a.seed, a.runs))
+    if args.resume is None:
+        if args.out is None:
+            args.out = str(fresh_out(Path(args.default_out), args.seed, args.runs))
         return
-    if a.out is not None and Path(a.out).resolve() != Path(a.resume).resolve():
-        raise ConfigError(f"--resume {a.resume} with --out {a.out}: a resumed run writes into its own "
+    if args.out is not None and Path(args.out).resolve() != Path(args.resume).resolve():
+        raise ConfigError(f"--resume {args.resume} with --out {args.out}: a resumed run writes into its own "
                           "folder; drop --out")
-    if not Path(a.resume).is_dir():
-        raise ConfigError(f"--resume {a.resume}: no such run folder; pass the --out of the run to go on with")
-    if not any(Path(a.resume).rglob("checkpoint.pt")) and not any(Path(a.resume).rglob("run.json")):
-        raise ConfigError(f"--resume {a.resume}: no checkpoint there (the run stopped before its first "
+    if not Path(args.resume).is_dir():
+        raise ConfigError(f"--resume {args.resume}: no such run folder; "
+                          "pass the --out of the run to go on with")
+    if not any(Path(args.resume).rglob("checkpoint.pt")) and not any(Path(args.resume).rglob("run.json")):
+        raise ConfigError(f"--resume {args.resume}: no checkpoint there (the run stopped before its first "
                           "epoch ended?); start it again with --out")
-    a.out = a.resume
+    args.out = args.resume
 
 
 def fresh_out(parent: Path, seed: int, runs: int = 1, now: datetime | None = None) -> Path:
@@ -248,7 +252,7 @@ def guarded(prog: str, command: Callable[[], int],
 def start_run(cfg: C) -> tuple[C, torch.device, distributed.World]:
     """A trainer's process set-up from its resolved config: threads and the
     allocator, ``--deterministic``, the device (under torchrun this rank's,
-    with the process group joined: dawnbench_fast.distributed), cuDNN
+    with the process group joined: dawnbench_fast.execution.distributed), cuDNN
     autotuning, and the concrete precision (a note on stderr when ``auto``
     gives fp32). Returns the config with its precision made concrete."""
     current: Any = cfg
@@ -262,8 +266,8 @@ def start_run(cfg: C) -> tuple[C, torch.device, distributed.World]:
     return current, device, w
 
 
-def check_single_process(a: argparse.Namespace, w: distributed.World) -> None:
+def check_single_process(args: argparse.Namespace, w: distributed.World) -> None:
     """``--profile-steps`` profiles one process: refused under a torchrun job of several."""
-    if a.profile_steps and w.distributed:
-        raise ConfigError(f"--profile-steps {a.profile_steps}: profiles one process; run it without "
+    if args.profile_steps and w.distributed:
+        raise ConfigError(f"--profile-steps {args.profile_steps}: profiles one process; run it without "
                           f"torchrun (this job has {w.size})")

@@ -1,4 +1,4 @@
-"""What a recipe provides to the training loop (dawnbench_fast.train): its
+"""What a recipe provides to the training loop (dawnbench_fast.training.train): its
 config (:class:`LoopConfig`, which knows how to build its task) and its
 :class:`Task` (build the model, yield an epoch's batches, take one step,
 evaluate with or without its test-time augmentation, save and restore its

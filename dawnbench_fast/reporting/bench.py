@@ -3,62 +3,36 @@ TSV, the submission JSONs, run.json (everything that makes a run reproducible;
 its keys are documented in docs/RUN_JSON.md) and the console report.
 
 The measurements themselves (the time-to-accuracy clock, one-image latency)
-are taken by dawnbench_fast.train; this module only turns them into files
+are taken by dawnbench_fast.training.train; this module only turns them into files
 and text, for any recipe.
 
-All files are written atomically (temporary name in the same folder, then
-rename), so a killed run never leaves a half-written report.
+All files are written atomically (dawnbench_fast.atomic: a temporary name in
+the same folder, then a rename), so a killed run never leaves a half-written report.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 import platform
 import re
 import statistics
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import date
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from dawnbench_fast import gpu_info, runtime
-from dawnbench_fast.machine import cpu_info, cpu_model
-from dawnbench_fast.train import EpochRow, LoopResult
+from dawnbench_fast.atomic import write_json, write_text
+from dawnbench_fast.execution import runtime
+from dawnbench_fast.hardware import gpu_info
+from dawnbench_fast.hardware.machine import cpu_info, cpu_model
+from dawnbench_fast.training.train import EpochRow, LoopResult
 
 CODE_URL = "https://github.com/dawnbench-fast/dawnbench_fast"
 # Bumped when a run.json key changes meaning or goes away (docs/RUN_JSON.md).
 RUN_JSON_SCHEMA_VERSION = 2
-
-
-@contextmanager
-def atomic_path(path: Path) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; rename it over ``path`` on success."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_text(path: Path, text: str) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_text(text)
-
-
-def write_json(path: Path, obj: object) -> None:
-    write_text(path, json.dumps(obj, indent=2, default=str) + "\n")
 
 
 # ---------------------------------------------------------------------------
@@ -94,7 +68,6 @@ def slug(text: str) -> str:
 def environment(device: torch.device, entry: str) -> dict[str, object]:
     """Where and with what a run ran; ``entry`` is the module run with -m."""
     from dawnbench_fast import __version__
-
     versions = {"dawnbench_fast": __version__, "python": platform.python_version(),
                 "torch": torch.__version__}
     for mod in ("triton", "numba", "numpy"):
@@ -212,18 +185,18 @@ def run_summary(*, seed: int, result: LoopResult, cost_per_hour: float | None, i
                 inference_cost_per_image: float | None, phases: dict[str, float],
                 splits: dict[str, float], extra: dict | None = None) -> dict:
     """run.json's ``result``: one run's outcome (docs/RUN_JSON.md). ``inference``
-    is the run's DAWNBench inference entry (dawnbench_fast.runs.Inference);
+    is the run's DAWNBench inference entry (dawnbench_fast.runner.runs.Inference);
     ``extra`` holds a recipe's own keys (the CIFAR recipe: conv_wgrad_methods)."""
-    tta_s = result.tta_seconds
+    target_s = result.time_to_target_seconds
     return {
         "seed": seed,
         "final_top1": result.final.top1,
         "final_top5": result.final.top5,
-        "reached_target": tta_s is not None,
-        "tta_seconds": tta_s,
-        "tta_epoch": result.tta_epoch,
+        "reached_target": target_s is not None,
+        "tta_seconds": target_s,
+        "tta_epoch": result.time_to_target_epoch,
         "end_clock_seconds": result.final.clock_seconds,
-        "train_cost_usd": train_cost(tta_s, cost_per_hour),
+        "train_cost_usd": train_cost(target_s, cost_per_hour),
         "latency_ms": inference.latency_ms,
         "latency_images": inference.images,
         "inference_top1": inference.top1,

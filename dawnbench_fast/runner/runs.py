@@ -4,9 +4,9 @@ files, run.json, saved weights), then the summary of them all.
 
 Recipe-agnostic: a recipe describes itself with a :class:`Recipe` (its task
 factory, names, notes) and its CLI hands over the parsed shared flags
-(dawnbench_fast.cli), so CIFAR and ImageNet runs report the same way.
+(dawnbench_fast.runner.cli), so CIFAR and ImageNet runs report the same way.
 
-In a torchrun job (dawnbench_fast.distributed) every rank trains and
+In a torchrun job (dawnbench_fast.execution.distributed) every rank trains and
 evaluates its share; only rank 0 writes (logs, checkpoints, DAWNBench files,
 run.json, saved weights) and measures the one-image latency.
 """
@@ -26,12 +26,16 @@ from typing import Any
 
 import torch
 
-from dawnbench_fast import bench, checkpoint, dispatch, gpu_defaults, gpu_info, run_log, run_report
-from dawnbench_fast.distributed import World, world
-from dawnbench_fast.machine import load_average
-from dawnbench_fast.overrides import ConfigError
-from dawnbench_fast.task import Task
-from dawnbench_fast.train import LoopResult, Phases, batches_forever, measure_latency, train, warm_up
+from dawnbench_fast import atomic, dispatch
+from dawnbench_fast.config.overrides import ConfigError
+from dawnbench_fast.execution import gpu_defaults
+from dawnbench_fast.execution.distributed import World, world
+from dawnbench_fast.hardware import gpu_info
+from dawnbench_fast.hardware.machine import load_average
+from dawnbench_fast.reporting import bench, run_log, run_report
+from dawnbench_fast.training import checkpoint
+from dawnbench_fast.training.task import Task
+from dawnbench_fast.training.train import LoopResult, Phases, batches_forever, measure_latency, train, warm_up
 
 # The warm-up task's seed: apart from any run's (seeds are small non-negative integers).
 WARMUP_SEED = 2**31 - 1
@@ -68,27 +72,27 @@ class _Context:
     world: World
 
 
-def run_seeds(recipe: Recipe, cfg: Any, a: argparse.Namespace, device: torch.device, backend: str,
+def run_seeds(recipe: Recipe, cfg: Any, args: argparse.Namespace, device: torch.device, backend: str,
               data_load_s: float) -> int:
     """Run seeds ``cfg.seed .. cfg.seed + a.runs - 1``; print a line per run and
-    the report; files go to ``a.out`` (``a.out/seedK`` with several runs).
+    the report; files go to ``args.out`` (``args.out/seedK`` with several runs).
     With ``--resume`` a finished seed is read back, a checkpointed one goes on."""
     # what the run did of the published GPU defaults (compile, cuDNN autotuning, the clock)
     w = world()
     env = {**bench.environment(device, recipe.entry), "execution": gpu_defaults.execution_record(device, cfg),
            "world": w.record()}
     hardware = env["hardware"]
-    tag = a.hardware_tag or bench.slug(a.hardware or hardware)
-    stem = bench.submission_names(a.author, recipe.model_name, tag, "pytorch")
-    ctx = _Context(recipe, a, device, backend, data_load_s, env, stem,
+    tag = args.hardware_tag or bench.slug(args.hardware or hardware)
+    stem = bench.submission_names(args.author, recipe.model_name, tag, "pytorch")
+    ctx = _Context(recipe, args, device, backend, data_load_s, env, stem,
                    dispatch.op_table(backend, recipe.ops), w)
-    out = Path(a.out)
+    out = Path(args.out)
     summaries = []
-    for k in range(a.runs):
+    for k in range(args.runs):
         run_cfg = dataclasses.replace(cfg, seed=cfg.seed + k)
-        run_dir = out / f"seed{run_cfg.seed}" if a.runs > 1 else out
+        run_dir = out / f"seed{run_cfg.seed}" if args.runs > 1 else out
         try:
-            summary = finished_summary(run_dir, run_cfg) if a.resume else None
+            summary = finished_summary(run_dir, run_cfg) if args.resume else None
             if summary is None:
                 with out_of_memory_hint(run_cfg.batch_size, device):
                     summary = run_one(ctx, run_cfg, run_dir)
@@ -101,10 +105,11 @@ def run_seeds(recipe: Recipe, cfg: Any, a: argparse.Namespace, device: torch.dev
             print(bench.run_line(summary, cfg.target), flush=True)
     if not w.main:
         return 0
-    print(bench.report_text(summaries, cfg, a.cost_per_hour, hardware, backend, recipe.dataset, env["gpu"]))
-    if a.runs > 1:
-        bench.write_json(out / "summary.json", {"config": dataclasses.asdict(cfg), "runs": summaries})
-        seeds = range(cfg.seed, cfg.seed + a.runs)
+    print(bench.report_text(summaries, cfg, args.cost_per_hour, hardware, backend, recipe.dataset,
+                            env["gpu"]))
+    if args.runs > 1:
+        atomic.write_json(out / "summary.json", {"config": dataclasses.asdict(cfg), "runs": summaries})
+        seeds = range(cfg.seed, cfg.seed + args.runs)
         run_report.write_report(out, [out / f"seed{s}" for s in seeds],
                                 f"DAWNBench {recipe.dataset} report: seeds {seeds[0]}-{seeds[-1]}")
     print(f"reports written to {out}/")
@@ -155,7 +160,7 @@ def run_one(ctx: _Context, cfg: Any, run_dir: Path) -> dict:
     summary = write_outputs(ctx, cfg, run_dir, task, result, entry, phases)
     summary.update(resumed)
     summary.update(gpu)
-    bench.write_json(run_dir / "run.json", bench.run_json(
+    atomic.write_json(run_dir / "run.json", bench.run_json(
         env={**ctx.env, "loadavg": {"before": load_before, "after": load_average()}},
         config=dataclasses.asdict(cfg), backend=ctx.backend, ops=ctx.ops, data=ctx.recipe.data,
         result=summary))
@@ -273,7 +278,7 @@ class Inference:
         return out
 
 
-def inference(task: Task, result: LoopResult, a: argparse.Namespace, phases: Phases,
+def inference(task: Task, result: LoopResult, args: argparse.Namespace, phases: Phases,
               target: float, metric: str = "top1", timed: bool = True) -> Inference:
     """Time the final model with the procedure of its final evaluation (with
     TTA where TTA is what reached the stated accuracy). With
@@ -284,18 +289,18 @@ def inference(task: Task, result: LoopResult, a: argparse.Namespace, phases: Pha
     final = result.final
     reached = (final.top1 if metric == "top1" else final.top5 or 0.0) >= target
     entry = Inference(final.top1, final.tta, None, None, reached, top5=final.top5, metric=metric)
-    if not a.latency_images:
+    if not args.latency_images:
         return entry
     if timed:
         with phases.timed("latency"):
-            entry.latency_ms, entry.images = measure_latency(task, final.tta, a.latency_images)
-    if a.latency_one_view and final.tta:
+            entry.latency_ms, entry.images = measure_latency(task, final.tta, args.latency_images)
+    if args.latency_one_view and final.tta:
         with phases.timed("inference_eval"):
             top1 = task.evaluate(tta=False).top1
         if not timed:
             return entry
         with phases.timed("latency"):
-            ms, _ = measure_latency(task, False, a.latency_images)
+            ms, _ = measure_latency(task, False, args.latency_images)
         entry.one_view = {"latency_ms": ms, "top1Accuracy": round(100 * top1, 2),
                           "note": "one view, no TTA: faster, but not the procedure that reached "
                                   "the stated accuracy"}
@@ -306,7 +311,6 @@ def profile_steps(task: Task, steps: int, out: Path) -> Path:
     """Profile ``steps`` training steps of ``task`` (after its model init) and
     write the roofline report set into ``out``; returns the report folder."""
     from dawnbench_fast import roofline
-
     task.init_model()
     batches = batches_forever(task)
     return roofline.profile_training(lambda: task.train_step(*next(batches)), steps, out,

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dawnbench_fast.gpu_defaults import COMPILE_CHOICES, COMPILE_RULE
-from dawnbench_fast.overrides import apply_overrides as _apply_overrides
-from dawnbench_fast.overrides import check, common_checks
+from dawnbench_fast.config.overrides import apply_overrides as _apply_overrides
+from dawnbench_fast.config.overrides import check, common_checks
+from dawnbench_fast.execution.gpu_defaults import COMPILE_CHOICES, COMPILE_RULE
 from dawnbench_fast.vocabulary import MODEL_ACTIVATIONS, WGRAD_POLICIES
 
 FIRST_CONVS: tuple[str, ...] = ("whitened", "learned", "random")
@@ -95,7 +95,7 @@ class CifarRecipe:
     device: str = "auto"  # auto, cpu, cuda, cuda:N
     kernels: str = "auto"  # auto, torch, triton, cuda, cpu (dispatch.py)
     # bf16 / fp16 autocast, fp32, or auto: bf16 where the CPU computes it natively
-    # (AVX-512 BF16, AMX, ARM BF16), else fp32 (dawnbench_fast/precision.py)
+    # (AVX-512 BF16, AMX, ARM BF16), else fp32 (dawnbench_fast/config/precision.py)
     precision: str = "auto"
     # the training step's layout (the net and its batches); false: PyTorch's default
     # NCHW (a lesion arm). Data and evaluation stay channels_last.
@@ -107,7 +107,7 @@ class CifarRecipe:
     # a method name forces it everywhere (e.g. aten: oneDNN's, for a lesion arm).
     conv_wgrad: str = "env"
     # torch.compile of the step's forward and loss (--compile / --no-compile): auto = on
-    # CUDA only, as the published GPU records do (dawnbench_fast/gpu_defaults.py), on, off
+    # CUDA only, as the published GPU records do (dawnbench_fast/execution/gpu_defaults.py), on, off
     compile: str = "auto"
     data_dir: str | None = None
     download: bool = True

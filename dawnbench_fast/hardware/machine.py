@@ -13,7 +13,7 @@ import platform
 from pathlib import Path
 
 # CPU features that decide which kernels oneDNN and our C++ can use, and the
-# default precision (dawnbench_fast.precision): x86's flags, then ARM's.
+# default precision (dawnbench_fast.config.precision): x86's flags, then ARM's.
 _FEATURES = ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_bf16", "avx512_fp16",
              "avx512_vnni", "amx_bf16", "amx_tile", "asimd", "sve", "bf16")
 

@@ -1,6 +1,6 @@
 """CIFAR-10's evaluation: the trained net with BN folded into its convs, its
 top-1 over the test set with the recipe's test-time augmentation
-(dawnbench_fast.tta), and the warm-up that runs every shape of that
+(dawnbench_fast.cifar.tta), and the warm-up that runs every shape of that
 evaluation once, outside the clock. dawnbench_fast.cifar, whose Trainer
 calls these, re-exports ``evaluate`` and ``inference_net``.
 """
@@ -11,13 +11,13 @@ from itertools import islice
 
 import torch
 
-from dawnbench_fast.cifar_recipe import CifarRecipe
+from dawnbench_fast.cifar.recipe import CifarRecipe
+from dawnbench_fast.cifar.tta import eval_batch, selective_tta_logits, warm_up_selective_tta
 from dawnbench_fast.data.cifar10_device import DeviceData
-from dawnbench_fast.distributed import world
+from dawnbench_fast.execution.distributed import world
+from dawnbench_fast.execution.runtime import autocast
 from dawnbench_fast.models.cifar_net import CifarNet, FoldedCifarNet
-from dawnbench_fast.runtime import autocast
-from dawnbench_fast.train import accuracy, batched
-from dawnbench_fast.tta import eval_batch, selective_tta_logits, warm_up_selective_tta
+from dawnbench_fast.training.train import accuracy, batched
 
 
 def inference_net(model: CifarNet) -> FoldedCifarNet:

@@ -11,8 +11,8 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
+from dawnbench_fast.config.precision import PRECISIONS
 from dawnbench_fast.dispatch import KERNEL_CHOICES
-from dawnbench_fast.precision import PRECISIONS
 
 C = TypeVar("C")
 

@@ -1,5 +1,5 @@
 """``--tensorboard``: each epoch's record of the per-epoch log
-(dawnbench_fast.run_log) also as TensorBoard scalars, in ``tensorboard/``
+(dawnbench_fast.reporting.run_log) also as TensorBoard scalars, in ``tensorboard/``
 inside the run folder (``tensorboard --logdir runs/cifar10`` shows every run).
 
 Off by default, and tensorboard is no dependency: asked for without the
@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dawnbench_fast.overrides import ConfigError
+from dawnbench_fast.config.overrides import ConfigError
 
 TENSORBOARD_DIR = "tensorboard"
 

@@ -51,7 +51,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from dawnbench_fast.overrides import ConfigError
+from dawnbench_fast.config.overrides import ConfigError
 
 # Gradients per all-reduce (DDP's default bucket size).
 BUCKET_BYTES = 25 * 2**20

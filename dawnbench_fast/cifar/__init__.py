@@ -1,0 +1,16 @@
+"""CIFAR-10 to 94%: ``python -m dawnbench_fast.cifar`` (cli.py).
+
+The package's modules: recipe.py (every hyperparameter as named data, the
+named recipes), task.py (the config as the loop runs it, the net, the
+optimisers, :class:`CifarTask`), evaluation.py (BN folded, the test set's
+top-1), tta.py (the test-time augmentation views, selective TTA), cli.py
+(the command line). Its public API, for scripts and notebooks, is named here.
+"""
+
+from dawnbench_fast.cifar.cli import PROG, build_parser, config_from_args, main
+from dawnbench_fast.cifar.evaluation import evaluate
+from dawnbench_fast.cifar.recipe import RECIPES
+from dawnbench_fast.cifar.task import CifarTask, Config, load_model
+
+__all__ = ["PROG", "RECIPES", "CifarTask", "Config", "build_parser", "config_from_args", "evaluate",
+           "load_model", "main"]
