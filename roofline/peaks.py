@@ -87,7 +87,7 @@ GPU_TABLE: dict[str, Peaks] = {
 # entry. Exact, because the variants differ in the name's tail and in their
 # peaks: "NVIDIA H100 NVL" and "NVIDIA H100 PCIe" are not the SXM part
 # ("NVIDIA H100 80GB HBM3"). Names from NVIDIA's driver README, "Compatible
-# GPUs" table (tests/test_roofline_gpu_names.py cites each); an unknown name
+# GPUs" table (tests/roofline/test_roofline_gpu_names.py cites each); an unknown name
 # matches nothing: pass --device NAME or --peaks FILE.
 NVML_NAMES: dict[str, str] = {
     "Tesla V100-SXM2-16GB": "V100 SXM2",

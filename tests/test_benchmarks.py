@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cifar_data import cifar_dir
+from support.cifar_data import cifar_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"

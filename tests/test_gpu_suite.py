@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cifar_data import cifar_dir
+from support.cifar_data import cifar_dir
 
 from dawnbench_fast import dispatch
 

@@ -257,8 +257,16 @@ class CifarTask:
         return Evaluation(acc, None, level > 0, f"tta_level {level}")
 
     def warm_up_evaluation(self) -> None:
-        """Every shape the final evaluation can meet, run once (train.warm_up's hook)."""
-        cifar_eval.warm_up(self.model, self.data, self.cfg, self.device, self.cfg.tta_level)
+        """Every shape the run's evaluations can meet, run once (train.warm_up's
+        hook): the final one's at the recipe's TTA level and, where
+        intermediate evaluations run with one view (``eval_every`` or
+        ``show_every`` without ``log_eval_tta``), theirs, whose batches are
+        larger (no views share the forward)."""
+        cfg = self.cfg
+        cifar_eval.warm_up(self.model, self.data, cfg, self.device, cfg.tta_level)
+        one_view = cfg.show_every > 0 or (cfg.eval_every > 0 and not cfg.log_eval_tta)
+        if one_view and cfg.tta_level > 0:
+            cifar_eval.warm_up(self.model, self.data, cfg, self.device, 0)
 
     @contextmanager
     def predictor(self, tta: bool) -> Iterator[tuple[Predict, torch.Tensor]]:

@@ -9,7 +9,7 @@ process group: NCCL on CUDA (each process on GPU ``LOCAL_RANK``), gloo on the
 CPU. Without torchrun (``WORLD_SIZE`` unset or 1) nothing is initialised and
 :func:`world` is the one-process :class:`World`: every collective below is
 then skipped, so a plain run computes exactly what it computed before this
-module existed (tests/test_behaviour_pin.py pins it bit for bit).
+module existed (tests/cifar/test_behaviour_pin.py pins it bit for bit).
 
 The rules every trainer follows (README, "Data parallel"; docs/USAGE.md; docs/ARCHITECTURE.md):
 

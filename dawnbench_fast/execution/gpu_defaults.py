@@ -13,7 +13,8 @@ process for that reason).
 On the CPU compilation stays off unless asked for (``--compile``):
 compiling the CIFAR step on this project's 2-core CPU was measured slower than
 eager (docs/FACTS.md, "This machine class"). The GPU speed of all of this is
-unmeasured (no GPU has been available to this project yet).
+unmeasured: the one GPU lent so far ran the kernel benchmarks, not the trainer
+(benchmarks/gpu_suite.py measures it, docs/GPU_SUITE.md).
 """
 
 from __future__ import annotations

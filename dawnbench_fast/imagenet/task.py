@@ -168,7 +168,7 @@ def forward_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor, precision: 
     Dynamo breaks the graph at DDP's own forward, compiles the net's forward
     as one graph under its DDPOptimizer (split at DDP's gradient buckets, so
     the all-reduce still overlaps the backward) and the loss as another;
-    tests/test_compile_ddp.py trains through this on two gloo processes."""
+    tests/execution/test_compile_ddp.py trains through this on two gloo processes."""
     with autocast(precision, x.device):
         out = model(x)
     return F.cross_entropy(out.float(), y, label_smoothing=label_smoothing)

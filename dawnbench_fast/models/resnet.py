@@ -5,7 +5,7 @@ torchvision), with the two options fast ImageNet recipes add.
   convolution, not on the first 1x1 (v1, He et al. 2015) -- the variant
   torchvision, FFCV and the DAWNBench ResNet-50 entries train. With 1000
   classes ResNet-50 has 25,557,032 parameters and ResNet-18 11,689,512, as
-  torchvision's (tests/test_resnet.py checks both).
+  torchvision's (tests/imagenet/test_resnet.py checks both).
 - **zero-init residual** (``zero_init_residual``): the last BatchNorm of each
   residual branch starts with gamma = 0, so every block starts as the
   identity (Goyal et al. 2017, "Accurate, Large Minibatch SGD").

@@ -348,7 +348,7 @@ def test_training_steps_with_csrc_bn_act_and_augment_track_the_reference(monkeyp
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).parents[1]))
-    from cifar_data import cifar_dir
+    from support.cifar_data import cifar_dir
 
     from dawnbench_fast.cifar import Config
     from dawnbench_fast.training.train import loss_trajectory

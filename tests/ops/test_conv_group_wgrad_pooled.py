@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from dawnbench_fast.csrc import conv_group, conv_group_wgrad
-from tests.ops.test_conv_group_wgrad import reference
+from ops.test_conv_group_wgrad import reference
 
 pytestmark = pytest.mark.skipif(not conv_group_wgrad.supported(),
                                 reason="needs the C++ build and a CPU with AVX-512 BF16")

@@ -1,0 +1,87 @@
+"""DAWNBench's inference entry (dawnbench_fast.runner.runs.inference and the file
+bench.write_submission writes): it times the procedure that produced the
+accuracy it states, and never states an accuracy below the target without
+saying that it is not a valid entry."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+import torch
+from support.fake_task import FakeConfig
+
+from dawnbench_fast.reporting import bench
+from dawnbench_fast.runner import runs
+from dawnbench_fast.training import train
+from dawnbench_fast.training.train import Phases
+
+
+def _run(accuracy: float, *, one_view: bool = False, latency_images: int = 3):
+    cfg = FakeConfig(epochs=2, eval_every=0, accuracies=(accuracy,), target=0.94)
+    task = cfg.build_task(torch.device("cpu"))
+    phases = Phases(task.device, timer=cfg.timer)
+    result = train.train(task, phases, progress=False)
+    args = argparse.Namespace(latency_images=latency_images, latency_one_view=one_view)
+    tta_seen: list[bool] = []
+    original = task.predictor
+
+    def predictor(tta: bool):
+        tta_seen.append(tta)
+        return original(tta)
+
+    task.predictor = predictor
+    return result, runs.inference(task, result, args, phases, cfg.target), tta_seen, phases
+
+
+def _written(tmp_path, entry: runs.Inference, target: float = 0.94) -> dict:
+    base = bench.train_json(author="a", email="", model="m", hardware="h", cost_per_hour=1.0,
+                            log_filename="x.tsv", misc={"seed": 0})
+    bench.write_submission(tmp_path, "stem", base, [], latency_ms=entry.latency_ms,
+                           inference_top1=entry.top1, cost_per_hour=1.0,
+                           inference_misc=entry.misc(target))
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert files == ["stem.json", "stem.tsv", "stem_inference.json"]  # one inference file, no other
+    return json.loads((tmp_path / "stem_inference.json").read_text())
+
+
+def test_the_latency_is_the_procedure_that_reached_the_stated_accuracy(tmp_path):
+    result, entry, tta_seen, phases = _run(0.95)
+    assert result.final.tta and entry.tta and tta_seen == [True]  # timed with the final TTA
+    assert entry.top1 == result.final.top1 and entry.valid
+    inf = _written(tmp_path, entry)
+    assert inf["top1Accuracy"] == 95.0 and inf["latency"] == entry.latency_ms
+    assert inf["misc"]["valid"] is True and inf["misc"]["latency_tta"] is True
+    assert "invalid_reason" not in inf["misc"] and "one_view" not in inf["misc"]
+    assert "inference_eval" not in phases.seconds  # no re-evaluation needed
+
+
+def test_below_the_target_the_entry_says_it_is_not_valid(tmp_path):
+    _, entry, _, _ = _run(0.9393)
+    assert not entry.valid
+    inf = _written(tmp_path, entry)
+    assert inf["top1Accuracy"] == 93.93
+    assert inf["misc"]["valid"] is False
+    assert "below the 94.00% target" in inf["misc"]["invalid_reason"]
+
+
+@pytest.mark.parametrize("accuracy", [0.95, 0.5])
+def test_the_one_view_latency_goes_into_misc_labelled(tmp_path, accuracy):
+    _, entry, tta_seen, phases = _run(accuracy, one_view=True)
+    assert tta_seen == [True, False]
+    assert entry.tta and entry.one_view["note"].startswith("one view, no TTA")
+    inf = _written(tmp_path, entry)
+    assert inf["misc"]["one_view"]["latency_ms"] == entry.one_view["latency_ms"]
+    assert inf["top1Accuracy"] == round(100 * accuracy, 2)  # the entry stays the TTA procedure's
+    assert "inference_eval" in phases.seconds
+
+
+def test_no_latency_no_inference_file(tmp_path):
+    _, entry, tta_seen, _ = _run(0.95, latency_images=0)
+    assert entry.latency_ms is None and tta_seen == []
+    base = bench.train_json(author="a", email="", model="m", hardware="h", cost_per_hour=None,
+                            log_filename="x.tsv", misc={})
+    bench.write_submission(tmp_path, "stem", base, [], latency_ms=None, inference_top1=entry.top1,
+                           cost_per_hour=None, inference_misc=entry.misc(0.94))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["stem.json", "stem.tsv"]

@@ -1,0 +1,1 @@
+"""What the tests share: data locations, fakes, fixtures and the torchrun drivers."""

@@ -1,0 +1,43 @@
+"""The nvtx ranges that Nsight Systems shows (README, "Profiling with Nsight
+Systems"): every phase of the clock, every training step, and the
+evaluations down to their batches and test-time augmentation views. nvtx is a
+no-op without a profiler, so the ranges are recorded here through a
+stand-in for ``nvtx.annotate``."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import nvtx
+import torch
+from support.cifar_data import cifar_dir
+
+from dawnbench_fast.cifar import Config
+from dawnbench_fast.training import train
+from dawnbench_fast.training.train import NVTX_DOMAIN, Phases
+
+
+def test_training_and_evaluation_are_named_in_nsight(monkeypatch):
+    opened: list[tuple[str, str]] = []
+
+    @contextmanager
+    def annotate(message: str, domain: str | None = None, **kw):
+        opened.append((message, domain))
+        yield
+
+    monkeypatch.setattr(nvtx, "annotate", annotate)
+    # untrained: every test image is unsure, so selective TTA gives it the other views
+    cfg = Config(subset=64, batch_size=16, eval_subset=100, eval_batch_size=60, whiten_images=64,
+                 widths=(8, 8, 8), epochs=1, tta_level=2, tta_below=0.6, device="cpu", kernels="torch",
+                 precision="fp32", data_dir=str(cifar_dir()), download=False)
+    task = cfg.build_task(torch.device("cpu"))
+    train.train(task, Phases(task.device), progress=False)
+    assert {domain for _, domain in opened} == {NVTX_DOMAIN}
+    names = [name for name, _ in opened]
+    assert [n for n in names if n in ("init", "train", "eval")] == ["init", "train", "eval"]
+    assert names.count("train_step") == 4
+    after_eval = names[names.index("eval"):]
+    # the final evaluation: 100 images, 10 a batch (60 / 6 views): one range a batch, with its
+    # one-view forward and the views' forward inside
+    assert after_eval.count("eval_batch") == 10
+    assert after_eval.count("tta_one_view") == 10 and after_eval.count("tta_views") == 10

@@ -1,0 +1,126 @@
+"""Reliability of a real (small) CIFAR run, end to end through the CLI:
+a run SIGKILLed mid-epoch and resumed ends with the weights of an
+uninterrupted run, bit for bit; two runs with the same seed give the same
+weights and the same kernel choices; another seed gives other weights.
+
+The resumed run is small (1,000 images, narrow widths, 4 epochs, fp32: bf16
+convolutions of 16-32 channels are several times slower than fp32 on this
+CPU) but learns: its test accuracy must be far above chance, or equal weights
+would prove little. The determinism test runs the default precision (auto:
+bf16 autocast where the CPU computes bf16) and kernels for fewer steps.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from support.cifar_data import cifar_dir
+
+from dawnbench_fast.training.checkpoint import RUN_CHECKPOINT
+
+pytestmark = pytest.mark.slow
+
+EPOCHS = 4
+COMMON = ["--eval-subset", "500", "--batch-size", "100", "--set", "widths=16,32,32",
+          "--set", "whiten_images=500", "--latency-images", "0", "--threads", "2", "--no-progress",
+          "--no-download", "--target", "0.9"]
+ARGS = [*COMMON, "--subset", "1000", "--epochs", str(EPOCHS), "--set", "precision=fp32"]
+DEFAULT_PRECISION = [*COMMON, "--subset", "500", "--epochs", "2"]
+
+
+def _cmd(*extra: str, args: list[str] = ARGS) -> list[str]:
+    return [sys.executable, "-m", "dawnbench_fast.cifar", "--data-dir", str(cifar_dir()), *args, *extra]
+
+
+def _run(*extra: str, args: list[str] = ARGS) -> subprocess.CompletedProcess:
+    out = subprocess.run(_cmd(*extra, args=args), capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out
+
+
+def _weights(path: Path) -> dict[str, torch.Tensor]:
+    return torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
+
+
+def _same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> tuple[Path, dict]:
+    """An uninterrupted run of seed 0: its saved weights and run.json."""
+    d = tmp_path_factory.mktemp("reference")
+    _run("--seed", "0", "--out", str(d / "out"), "--save-model", str(d / "model.pt"))
+    run = json.loads((d / "out" / "run.json").read_text())
+    assert run["result"]["final_top1"] > 0.25, "the small run must learn (chance is 0.10)"
+    return d / "model.pt", run
+
+
+def test_sigkill_mid_epoch_then_resume_gives_the_same_weights(tmp_path, reference):
+    out = tmp_path / "out"
+    proc = subprocess.Popen(_cmd("--seed", "0", "--out", str(out)), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    ckpt = out / RUN_CHECKPOINT
+    deadline = time.monotonic() + 300
+    while not ckpt.exists():  # the first epoch's checkpoint: epoch 2 is now running
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        assert time.monotonic() < deadline, "no checkpoint after 300 s"
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert not (out / "run.json").exists(), "the run finished before the kill: make it longer"
+    saved = torch.load(ckpt, map_location="cpu", weights_only=True)
+    assert 1 <= saved["loop"]["epochs_done"] < EPOCHS
+    assert not [p.name for p in out.iterdir() if p.name.startswith(".")], "a temporary file was left"
+
+    res = _run("--seed", "0", "--resume", str(out), "--save-model", str(tmp_path / "model.pt"))
+    assert f"resumed from {ckpt} after epoch" in res.stdout
+    model_path, ref_run = reference
+    assert _same(_weights(tmp_path / "model.pt"), _weights(model_path))
+    run = json.loads((out / "run.json").read_text())
+    assert run["result"]["resumed"] == 1
+    assert run["result"]["final_top1"] == ref_run["result"]["final_top1"]
+    assert run["result"]["wall_seconds_since_start"] >= run["result"]["end_clock_seconds"]
+    # a finished run resumed again is read back, not trained again
+    again = _run("--seed", "0", "--resume", str(out))
+    assert "resumed from" not in again.stdout and "seed 0: final top-1" in again.stdout
+
+
+def test_same_seed_same_weights_and_kernels_other_seed_other_weights(tmp_path):
+    # the default precision (bf16 autocast) and kernels (auto: cpu where the C++ build is there)
+    # The second run is --deterministic: on the CPU the default already runs the
+    # same kernels (choices cached per machine), so both give the same weights.
+    def run(seed: int, name: str, *extra: str) -> tuple[dict, dict]:
+        _run("--seed", str(seed), "--out", str(tmp_path / name), "--save-model", str(tmp_path / f"{name}.pt"),
+             *extra, args=DEFAULT_PRECISION)
+        return _weights(tmp_path / f"{name}.pt"), json.loads((tmp_path / name / "run.json").read_text())
+
+    (w1, r1), (w2, r2), (w3, _) = run(0, "first"), run(0, "second", "--deterministic"), run(1, "other")
+    assert r1["config"]["extra"]["precision"]["requested"] == "auto" and r2["config"]["deterministic"]
+    assert r1["result"]["final_top1"] > 0.2, "the small run must learn (chance is 0.10)"
+    assert _same(w1, w2)
+    assert r1["ops"] == r2["ops"] and r1["kernels_backend"] == r2["kernels_backend"]
+    assert r1["result"]["conv_wgrad_methods"] == r2["result"]["conv_wgrad_methods"]
+    assert not _same(w1, w3)
+
+
+def test_conv_wgrad_field_forces_the_weight_gradient_method(tmp_path):
+    # the lesion study's kernel arms: oneDNN's weight gradient for every conv, no before-pool variant
+    out = tmp_path / "forced"
+    _run("--seed", "0", "--out", str(out), "--epochs", "1", "--set", "conv_wgrad=aten",
+         args=DEFAULT_PRECISION)
+    run = json.loads((out / "run.json").read_text())
+    assert run["config"]["conv_wgrad"] == "aten"
+    methods = run["result"]["conv_wgrad_methods"]
+    if run["kernels_backend"] == "cpu":
+        assert methods and set(methods.values()) == {"aten"}  # before-pool entries would say *_pooled
+    else:
+        assert methods == {}
