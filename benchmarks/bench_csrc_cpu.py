@@ -12,6 +12,11 @@ comparison, so the table sets them side by side).
   (the recipe's CPU setting) and fp32 NCHW. ``BENCH_BATCH`` (default 500).
 - bn_act latency: eval mode, batch 1, the six layers of one image (what the
   DAWNBench 1-image latency runs through); the figure is per image.
+- bias_act: act(x + bias[c]) with GELU, forward + backward (gradients of x
+  and bias) at the same six shapes and layouts, and forward alone on one
+  image (batch 1): ours (``dawnbench::csrc_bias_act`` / ``_bwd``) vs the
+  torch reference (``layer_ops.bias_act``): whether the cpu backend serves
+  it (csrc/bias_act.py says what this measured).
 - augment: crop + flip + normalise of a batch from the padded uint8 dataset:
   ours vs the numba kernel (``data.augment_cpu``) vs the torch reference,
   checked bit-identical before timing. ``BENCH_AUG_BATCH`` (default 2000,10000).
@@ -96,6 +101,39 @@ def test_bn_act_latency(benchmark, native_build, impl):
 
     benchmark.group = "bn_act eval, the six layers of one image (latency path), bf16 channels_last"
     _timed(benchmark, one_image, iterations=LATENCY_CALLS)  # the stats are per image
+
+
+def _bias_act_impl(name: str):
+    from dawnbench_fast.csrc import bias_act as csrc_bias_act
+    from dawnbench_fast.layer_ops import bias_act
+
+    return {"torch": bias_act, "csrc": csrc_bias_act.bias_act}[name]
+
+
+@pytest.mark.parametrize("impl", ["torch", "csrc"])
+@pytest.mark.parametrize("batch", [BATCH, 1])
+@pytest.mark.parametrize("dtype,layout", [(torch.bfloat16, "channels_last"), (torch.float32, "nchw")],
+                         ids=["bf16-channels_last", "fp32-nchw"])
+def test_bias_act(benchmark, native_build, impl, batch, dtype, layout):
+    gen = torch.Generator().manual_seed(0)
+    fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
+    layers = [tuple((torch.randn(batch, c, side, side, generator=gen) + 0.5).to(dtype).contiguous(
+        memory_format=fmt) for _ in range(2)) + (torch.randn(c, generator=gen),) for c, side in BN_SHAPES]
+    fn = _bias_act_impl(impl)
+
+    def train_step():
+        for x, g, bias in layers:
+            fn(x.detach().requires_grad_(), bias.detach().requires_grad_(), "gelu").backward(g)
+
+    def forward():
+        with torch.no_grad():
+            for x, _, bias in layers:
+                fn(x, bias, "gelu")
+
+    dt = str(dtype).removeprefix("torch.")
+    what = "fwd+bwd" if batch > 1 else "fwd (no grad)"
+    benchmark.group = f"bias_act {what} gelu, six BN shapes, batch {batch}, {dt} {layout}"
+    _timed(benchmark, train_step if batch > 1 else forward, iterations=1 if batch > 1 else LATENCY_CALLS)
 
 
 @pytest.fixture(scope="module")

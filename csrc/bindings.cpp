@@ -4,7 +4,7 @@
 // Python side (csrc/<op>.py) checks dtypes, layouts and devices before calling.
 //
 // Built with -DDBF_WITH_CUDA when nvcc was found: then the CUDA launchers of
-// bn_act.cu / gemm_mma.cu are linked in (cudart static) and exposed as *_cuda.
+// bn_act.cu / augment.cu / bias_act.cu / gemm_mma.cu are linked in (cudart static) and exposed as *_cuda.
 //
 // The CPU kernels are linked in once per target instruction set (csrc/build.py
 // says which with -DDBF_HAVE_CPU_<NAME>): "baseline" (portable: x86-64 or the
@@ -241,6 +241,25 @@ PYBIND11_MODULE(DBF_MODULE_NAME, m) {
                           ptr<const float>(shift), ptr<void>(out), B, ph, pw, C, size, cutout);
       },
       "CPU training augmentation (pointers; see cpu_kernels.h)");
+  m.def(
+      "bias_act_forward",
+      [](int dtype, std::uintptr_t x, std::uintptr_t bias, std::uintptr_t y, int N, int C, int HW,
+         int cl, int act) {
+        py::gil_scoped_release nogil;
+        cpu().bias_act_forward(dtype, ptr<const void>(x), ptr<const float>(bias), ptr<void>(y), N,
+                               C, HW, cl, act);
+      },
+      "CPU bias + activation forward (pointers; see cpu_kernels.h)");
+  m.def(
+      "bias_act_backward",
+      [](int dtype, std::uintptr_t x, std::uintptr_t dy, std::uintptr_t bias, std::uintptr_t dx,
+         std::uintptr_t dbias, int N, int C, int HW, int cl, int act) {
+        py::gil_scoped_release nogil;
+        cpu().bias_act_backward(dtype, ptr<const void>(x), ptr<const void>(dy),
+                                ptr<const float>(bias), ptr<void>(dx), ptr<float>(dbias), N, C, HW,
+                                cl, act);
+      },
+      "CPU bias + activation backward: dx and the fp32 bias gradient (see cpu_kernels.h)");
   m.def("float_to_16bit", [](int dtype, std::uintptr_t src, std::uintptr_t dst, long long n) {
     py::gil_scoped_release nogil;
     cpu().float_to_16bit(dtype, ptr<const float>(src), ptr<unsigned short>(dst), n);
@@ -320,6 +339,23 @@ PYBIND11_MODULE(DBF_MODULE_NAME, m) {
                                       ptr<void>(out), B, ph, pw, C, size, cutout,
                                       ptr<void>(stream)),
                      "augment_cuda");
+        });
+  m.def("bias_act_forward_cuda",
+        [](int dtype, std::uintptr_t x, std::uintptr_t bias, std::uintptr_t y, int N, int C,
+           int HW, int cl, int act, std::uintptr_t stream) {
+          check_cuda(dbf_bias_act_forward_cuda(dtype, ptr<const void>(x), ptr<const float>(bias),
+                                               ptr<void>(y), N, C, HW, cl, act, ptr<void>(stream)),
+                     "bias_act_forward_cuda");
+        });
+  m.def("bias_act_backward_cuda",
+        [](int dtype, std::uintptr_t x, std::uintptr_t dy, std::uintptr_t bias, std::uintptr_t dx,
+           std::uintptr_t dbias, std::uintptr_t partial, int P, int N, int C, int HW, int cl,
+           int act, std::uintptr_t stream) {
+          check_cuda(dbf_bias_act_backward_cuda(dtype, ptr<const void>(x), ptr<const void>(dy),
+                                                ptr<const float>(bias), ptr<void>(dx),
+                                                ptr<float>(dbias), ptr<float>(partial), P, N, C,
+                                                HW, cl, act, ptr<void>(stream)),
+                     "bias_act_backward_cuda");
         });
   m.def("gemm_mma_cuda", [](int dtype, std::uintptr_t A, std::uintptr_t B, std::uintptr_t C,
                             int M, int N, int K, int lda, int ldb, int ldc,

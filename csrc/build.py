@@ -37,14 +37,15 @@ EXT_NAME = "dawnbench_fast._C"
 BINDINGS_SOURCE = "bindings.cpp"
 # Compiled once per CPU copy (cpu_copies), each in its own namespace.
 CPU_KERNEL_SOURCES = ["bn_act_cpu.cpp", "bn_act_pool_cpu.cpp", "augment_cpu.cpp", "gemm_mma_cpu.cpp",
-                      "conv_group_wgrad_cpu.cpp", "conv_group_wgrad_pooled_cpu.cpp", "cpu_api.cpp"]
+                      "conv_group_wgrad_cpu.cpp", "conv_group_wgrad_pooled_cpu.cpp", "bias_act_cpu.cpp",
+                      "cpu_api.cpp"]
 CPU_SOURCES = [BINDINGS_SOURCE, *CPU_KERNEL_SOURCES]
 # What the AVX-512 copy is compiled for, and what bindings.cpp checks with
 # __builtin_cpu_supports before it calls that copy (the two lists must agree;
 # a test reads bindings.cpp). bn_act_vec.h needs F, BW and VL; the rest is what
 # every AVX-512 CPU with those has (x86-64-v4), free for the compiler to use.
 AVX512_FEATURES = ("avx2", "fma", "bmi", "bmi2", "avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl")
-CUDA_SOURCES = ["bn_act.cu", "augment.cu", "gemm_mma.cu"]
+CUDA_SOURCES = ["bn_act.cu", "augment.cu", "gemm_mma.cu", "bias_act.cu"]
 SOURCE_SUFFIXES = (".cu", ".cuh", ".h", ".cpp")
 
 

@@ -56,6 +56,14 @@ void augment(int dtype, const unsigned char* padded, const long long* indices, c
              const float* scale, const float* shift, void* out, int B, int ph, int pw, int C,
              int size, int cutout);
 
+// y = act(x + bias[c]) (bias_act_math.cuh): x and y (N, C, H, W) of dtype, NCHW
+// or (channels_last) NHWC memory; bias C fp32 values.
+void bias_act_forward(int dtype, const void* x, const float* bias, void* y, int N, int C, int HW,
+                      int channels_last, int act);
+// dx = dy * act'(x + bias[c]) in x's dtype and layout; dbias (C fp32) = its sum per channel.
+void bias_act_backward(int dtype, const void* x, const void* dy, const float* bias, void* dx,
+                       float* dbias, int N, int C, int HW, int channels_last, int act);
+
 // C (fp32) = A @ B for fp16/bf16 A, B: the tensor-core kernel's tiles run on
 // the CPU with the mma instruction emulated (a check of the tile logic, not a
 // fast path). Returns how many block stages took the 16-byte staging path.
@@ -125,6 +133,8 @@ struct CpuApi {
   decltype(&cpu::conv3x3_wgrad_supported) conv3x3_wgrad_supported;
   decltype(&cpu::conv3x3_wgrad_bf16) conv3x3_wgrad_bf16;
   decltype(&cpu::conv3x3_wgrad_pooled) conv3x3_wgrad_pooled;
+  decltype(&cpu::bias_act_forward) bias_act_forward;
+  decltype(&cpu::bias_act_backward) bias_act_backward;
 };
 
 }  // namespace dbf

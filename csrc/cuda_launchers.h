@@ -26,6 +26,15 @@ int dbf_augment_cuda(int dtype, const void* padded, const long long* indices, co
                      const float* scale, const float* shift, void* out, int B, int ph, int pw,
                      int C, int size, int cutout, void* stream);
 
+// y = act(x + bias[c]); bias is C fp32 values.
+int dbf_bias_act_forward_cuda(int dtype, const void* x, const float* bias, void* y, int N, int C,
+                              int HW, int channels_last, int act, void* stream);
+
+// dx = dy * act'(x + bias[c]); dbias (C fp32); workspace partial (P * C floats).
+int dbf_bias_act_backward_cuda(int dtype, const void* x, const void* dy, const float* bias,
+                               void* dx, float* dbias, float* partial, int P, int N, int C,
+                               int HW, int channels_last, int act, void* stream);
+
 int dbf_gemm_mma_cuda(int dtype, const void* A, const void* B, float* C, int M, int N, int K,
                       int lda, int ldb, int ldc, void* stream);
 

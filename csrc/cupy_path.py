@@ -3,7 +3,8 @@ NVRTC at run time (cached by CuPy) and launches them on torch tensors, which
 are handed over zero-copy through DLPack. So a plain ``pip install`` on a GPU
 machine (with the ``cuda`` extra) gets our CUDA kernels without nvcc.
 
-Launch geometry matches the nvcc build's host launchers (bn_act.cu etc.).
+Launch geometry matches the nvcc build's host launchers (bn_act.cu etc.): one
+function per op below, mirroring the launcher at the bottom of its .cu file.
 """
 
 from __future__ import annotations
@@ -134,3 +135,23 @@ def gemm(dt: str, a, b, c, M: int, N: int, K: int, lda: int, ldb: int, ldc: int)
     i32 = np.int32
     launch(f"gemm_mma_{dt}", ((N + 63) // 64, (M + 63) // 64), (128,),
            (a, b, c, i32(M), i32(N), i32(K), i32(lda), i32(ldb), i32(ldc)))
+
+
+def bias_act_forward(dt: str, x, bias, y, total: int, C: int, inner: int, act: int) -> None:
+    import numpy as np
+
+    i32 = np.int32
+    launch(f"bias_act_fwd_{dt}", (_blocks(total),), (256,),
+           (x, bias, y, np.int64(total), i32(C), i32(inner), i32(act)))
+
+
+def bias_act_backward(dt: str, x, dy, bias, dx, dbias, partial, P: int, N: int, C: int, HW: int,
+                      cl: int, act: int) -> None:
+    import numpy as np
+
+    i32 = np.int32
+    grid = ((C + 31) // 32, P) if cl else (C, P)
+    block = (32, 8) if cl else (256,)
+    launch(f"bias_act_bwd_{dt}", grid, block,
+           (x, dy, bias, dx, i32(act), i32(N), i32(C), i32(HW), i32(cl), i32(P), partial))
+    launch("bias_act_dbias_finalize", ((C + 127) // 128,), (128,), (partial, i32(P), i32(C), dbias))

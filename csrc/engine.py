@@ -8,7 +8,7 @@ runs the CPU (OpenMP) build of the same math: the copy of ``_C``'s CPU
 kernels that this CPU runs (:func:`cpu_path`). This module holds both
 backends' probes (``cuda``: a device and an engine; ``cpu``: the C++ build,
 and one whose AVX-512 this CPU has), and the helpers of every op module here
-(csrc/bn_act.py, augment.py, gemm.py, conv_group_wgrad.py): dtype codes,
+(csrc/bn_act.py, augment.py, gemm.py, conv_group_wgrad.py, bias_act.py): dtype codes,
 output allocation, raw pointers and the current stream.
 
 Without the C++ build (``dawnbench_fast._C`` neither importable nor

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-CUDA_SOURCES = ("bn_act.cu", "augment.cu", "gemm_mma.cu")
+CUDA_SOURCES = ("bn_act.cu", "augment.cu", "gemm_mma.cu", "bias_act.cu")
 
 # Kernels launched by name (extern "C", so no mangling), per source file.
 KERNELS = {
@@ -23,6 +23,8 @@ KERNELS = {
     + ["bn_stats_finalize", "bn_bwd_finalize"],
     "augment.cu": [f"augment_crop_flip_{dt}" for dt in ("f32", "bf16", "f16")],
     "gemm_mma.cu": ["gemm_mma_f16", "gemm_mma_bf16"],
+    "bias_act.cu": [f"bias_act_{k}_{dt}" for k in ("fwd", "bwd") for dt in ("f32", "bf16", "f16")]
+    + ["bias_act_dbias_finalize"],
 }
 
 

@@ -5,7 +5,7 @@ and the one catalogue of the ops it switches.
 its reference implementation, the plain PyTorch code that *is* backend
 ``torch`` and the specification the tests compare every other backend with,
 and, for each backend where it has no implementation of its own, why
-(``no_face``; tests/test_dispatch.py checks that every (op, backend) pair is
+(``no_face``; tests/ops/test_dispatch.py checks that every (op, backend) pair is
 registered or explained there).
 Other backends register their implementations with :func:`register` from
 the op's module (``dawnbench_fast.kernels.<op>`` for Triton,
@@ -17,7 +17,7 @@ Rules (docs/ARCHITECTURE.md, "Design rules"):
 - ``torch``: the reference ops of the catalogue.
 - ``triton``: our Triton kernels (dawnbench_fast.kernels).
 - ``cuda``: our CUDA C++ kernels (built extension, else CuPy/NVRTC).
-- ``cpu``: our CPU kernels: the C++/OpenMP build of csrc/ (bn_act, augment)
+- ``cpu``: our CPU kernels: the C++/OpenMP build of csrc/ (bn_act, augment, bias_act)
   and the shape-tuned oneDNN convolution (conv_group, csrc/conv_group.py).
   Without the C++ build ``--kernels cpu`` is an error, not numba and torch
   in its place.
@@ -86,6 +86,10 @@ CATALOGUE: dict[str, Op] = {
         Op("newton_schulz", "newton_schulz(g [M, N], steps=3, eps=1e-7) -> bf16 [M, N] ~ U V^T of g's "
            "SVD (Muon's quintic iteration)", "dawnbench_fast.newton_schulz.newton_schulz",
            no_face=_GEMM_IS_TORCH),
+        Op("bias_act", "bias_act(x [N,C,H,W] any layout, bias [C], act='gelu') -> "
+           "act(x + bias[None,:,None,None]) in fp32, in x's dtype (fp32/bf16/fp16) and memory format; "
+           "grads of x and bias",
+           "dawnbench_fast.layer_ops.bias_act"),
     )
 }
 
@@ -99,18 +103,20 @@ _IMPLS: dict[tuple[str, str], Callable[..., Any]] = {}
 _PROVIDERS: dict[str, list[str]] = {
     "torch": [],
     "cpu": ["dawnbench_fast.csrc.engine", "dawnbench_fast.csrc.augment", "dawnbench_fast.csrc.bn_act",
-            "dawnbench_fast.csrc.conv_group"],
+            "dawnbench_fast.csrc.conv_group", "dawnbench_fast.csrc.bias_act"],
     "triton": ["dawnbench_fast.kernels.augment", "dawnbench_fast.kernels.bn_act",
-               "dawnbench_fast.kernels.conv_group", "dawnbench_fast.kernels.gemm"],
+               "dawnbench_fast.kernels.conv_group", "dawnbench_fast.kernels.gemm",
+               "dawnbench_fast.kernels.bias_act"],
     "cuda": ["dawnbench_fast.csrc.engine", "dawnbench_fast.csrc.augment", "dawnbench_fast.csrc.bn_act",
-             "dawnbench_fast.csrc.gemm"],
+             "dawnbench_fast.csrc.gemm", "dawnbench_fast.csrc.bias_act"],
 }
 # What `auto` tries, best first, per device type: only backends measured at
 # least as fast as the reference on that device type, op for op, belong here
 # (docs/PERFORMANCE.md). cpu: the csrc CPU build of bn_act and augment and the
 # shape-tuned conv beat torch on the 2-core EPYC ("CPU kernels of the training
-# step", "CUDA C++ kernels and their CPU build"). cuda: triton and cuda lost to
-# torch on the one H100 measured ("Triton and CUDA C++ kernels on an H100"), so the reference.
+# step", "CUDA C++ kernels and their CPU build"), as does bias_act's (its figures
+# in csrc/bias_act.py). cuda: triton and cuda lost to torch on the one H100
+# measured ("Triton and CUDA C++ kernels on an H100"), so the reference.
 AUTO_ORDER: dict[str, list[str]] = {"cuda": ["torch"], "cpu": ["cpu", "torch"]}
 
 

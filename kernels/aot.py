@@ -6,7 +6,7 @@ backend uses (dtypes, constexprs, warps, stages). :func:`compile_spec` runs
 from Triton's metadata, registers and spills from ``ptxas -v`` on the PTX.
 
 ``triton.compile`` does not work while TRITON_INTERPRET=1 is set: run this in
-a process without it (tests/test_triton_aot.py does so in a subprocess).
+a process without it (tests/ops/test_triton_aot.py does so in a subprocess).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from dawnbench_fast.kernels.augment import augment_kernel
+from dawnbench_fast.kernels.bias_act import bias_act_bwd_kernel, bias_act_fwd_kernel
 from dawnbench_fast.kernels.bn_act_affine import affine_act_kernel
 from dawnbench_fast.kernels.bn_act_backward import (
     bn_act_bwd_apply_kernel,
@@ -78,8 +79,28 @@ def _rc(dt: str, act: int = 2, block_r: int = 64, block_c: int = 64) -> dict[str
     return {"ACT": act, "BLOCK_R": block_r, "BLOCK_C": block_c}
 
 
+def _elementwise_specs(act: int) -> list[KernelSpec]:
+    """The augmentation (uint8 to bf16), and bias_act in both layouts (bf16)."""
+    out = [KernelSpec("augment[u8->bf16]", augment_kernel,
+                      {"padded_ptr": "u8", "idx_ptr": "i64", "ox_ptr": "i32", "oy_ptr": "i32",
+                       "flip_ptr": "i32", "cutx_ptr": "i32", "cuty_ptr": "i32",
+                       "scale_ptr": "fp32", "shift_ptr": "fp32", "out_ptr": "bf16"},
+                      {"SIZE": 32, "C": 3, "BLOCK": 4096}, num_warps=8)]
+    for cl in (True, False):  # channels_last as the model's activations; NCHW
+        fmt = "nhwc" if cl else "nchw"
+        out.append(KernelSpec(f"bias_act_fwd[bf16,gelu,{fmt}]", bias_act_fwd_kernel,
+                              {"x_ptr": "bf16", "bias_ptr": "fp32", "y_ptr": "bf16"},
+                              {"ACT": act, "CL": cl, "BLOCK_R": 64, "BLOCK_K": 64}, num_warps=8))
+        out.append(KernelSpec(f"bias_act_bwd[bf16,gelu,{fmt}]", bias_act_bwd_kernel,
+                              {"dy_ptr": "bf16", "x_ptr": "bf16", "bias_ptr": "fp32", "dx_ptr": "bf16",
+                               "part_ptr": "fp32"},
+                              {"ACT": act, "CL": cl, "BLOCK_R": 64, "BLOCK_K": 64}, num_warps=8))
+    return out
+
+
 def specs(one_per_kernel: bool = False) -> list[KernelSpec]:
-    """The variants the model and the trainer launch (widths 64/256/256, bf16);
+    """The variants the model and the trainer launch (widths 64/256/256, bf16),
+    and bf16 GELU variants of the catalogued ops no model uses (bias_act);
     ``one_per_kernel`` keeps the first variant of each kernel (fast test)."""
     out: list[KernelSpec] = []
     act = 2  # GELU
@@ -140,11 +161,7 @@ def specs(one_per_kernel: bool = False) -> list[KernelSpec]:
                                "shift_ptr": "fp32", "a_ptr": "fp32", "b_ptr": "fp32",
                                "idx_ptr": "i8", "dx_ptr": "bf16"},
                               {"POOL": pool, **_rc("bf16")}, num_warps=8))
-    out.append(KernelSpec("augment[u8->bf16]", augment_kernel,
-                          {"padded_ptr": "u8", "idx_ptr": "i64", "ox_ptr": "i32", "oy_ptr": "i32",
-                           "flip_ptr": "i32", "cutx_ptr": "i32", "cuty_ptr": "i32",
-                           "scale_ptr": "fp32", "shift_ptr": "fp32", "out_ptr": "bf16"},
-                          {"SIZE": 32, "C": 3, "BLOCK": 4096}, num_warps=8))
+    out += _elementwise_specs(act)
     for has_d in (False, True):
         for cfg in gemm_configs():
             kw = dict(cfg.kwargs)

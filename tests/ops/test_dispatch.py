@@ -14,7 +14,7 @@ from dawnbench_fast.csrc import native
 
 def test_every_catalogued_op_has_a_contract_and_a_reference():
     assert list(dispatch.CATALOGUE) == ["augment", "conv_group", "bn_act", "linear", "matmul",
-                                        "newton_schulz"]
+                                        "newton_schulz", "bias_act"]
     for name, op in dispatch.CATALOGUE.items():
         assert op.name == name and "\n" not in op.contract and op.contract.startswith(name + "(")
         fn = dispatch.reference(name)
@@ -36,6 +36,7 @@ def test_cpu_backend_serves_what_was_measured_faster():
     assert table["bn_act"] == {"backend": "cpu", "impl": "dawnbench_fast.csrc.bn_act.bn_act"}
     assert table["conv_group"] == {"backend": "cpu",
                                    "impl": "dawnbench_fast.csrc.conv_group.conv_group_cpu"}
+    assert table["bias_act"] == {"backend": "cpu", "impl": "dawnbench_fast.csrc.bias_act.bias_act"}
     assert table["linear"]["backend"] == table["newton_schulz"]["backend"] == "torch"
     assert table["matmul"]["backend"] == "torch"  # csrc's mma GEMM on the CPU is an emulation for tests
 

@@ -97,6 +97,11 @@ CALLS = {
     "dawnbench::csrc_pool_bn_act_bwd": lambda: _pool_bwd_call(),
     "dawnbench::csrc_gemm_mma": lambda: D.csrc_gemm_mma(_r(16, 8, dtype=torch.half),
                                                         _r(8, 12, dtype=torch.half)),
+    "dawnbench::bias_act": lambda: D.bias_act(_r(3, 7, 5, 5), _r(7), "gelu"),
+    "dawnbench::bias_act_bwd": lambda: D.bias_act_bwd(_r(3, 7, 5, 5), _r(3, 7, 5, 5), _r(7), "gelu"),
+    "dawnbench::csrc_bias_act": lambda: D.csrc_bias_act(_r(3, 7, 5, 5), _r(7), "gelu"),
+    "dawnbench::csrc_bias_act_bwd": lambda: D.csrc_bias_act_bwd(_r(3, 7, 5, 5), _r(3, 7, 5, 5), _r(7),
+                                                                "gelu"),
     "dawnbench::csrc_conv3x3_wgrad": lambda: _wgrad_call(),
     "dawnbench::csrc_conv3x3_wgrad_pooled": lambda: _wgrad_call(pooled=True),
 }
@@ -227,14 +232,14 @@ def test_cost_formulas():
 def test_profiler_sees_the_custom_ops_and_roofline_has_their_costs():
     from torch.profiler import ProfilerActivity, profile
 
-    from dawnbench_fast.csrc import augment_costs, bn_act_costs, conv_group_costs, gemm_costs
+    from dawnbench_fast.csrc import augment_costs, bias_act_costs, bn_act_costs, conv_group_costs, gemm_costs
 
     x = torch.randn(4, 8, 5, 5, requires_grad=True)
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         csrc_bn_act.bn_act(x, BatchNorm(8), "gelu").sum().backward()
     names = {e.name for e in prof.events()}
     assert {"dawnbench::csrc_bn_act_fwd", "dawnbench::csrc_bn_act_bwd"} <= names
-    for table in (augment_costs, bn_act_costs, conv_group_costs, gemm_costs):
+    for table in (augment_costs, bias_act_costs, bn_act_costs, conv_group_costs, gemm_costs):
         for name in table.COSTS:
             assert registry.has_cost(name), name
     flops, nbytes = bn_act_costs.bn_act_fwd_cost([[4, 8, 5, 5], [8], [8], [8], [8]],
