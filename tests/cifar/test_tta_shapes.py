@@ -144,20 +144,28 @@ def test_the_warm_up_runs_every_shape_an_evaluation_can_meet(n, batch, level):
         assert _evaluation_shapes(model, images, batch, level, below) <= set(warmed), below
 
 
-def test_the_trainers_warm_up_meets_every_shape_of_its_final_evaluation(monkeypatch):
+def _warmed_task(monkeypatch, **fields) -> tuple[CifarTask, set[int], list[int]]:
+    """A tiny CIFAR task after its throwaway twin's warm-up, padding as on
+    CUDA: (the task, the batch sizes the warm-up's forwards met, the list that
+    records the sizes every later forward meets)."""
     monkeypatch.setattr(tta, "PAD_DEVICES", frozenset({"cpu", "cuda"}))  # as on CUDA
     seen: list[int] = []
     forward = FoldedCifarNet.forward
     monkeypatch.setattr(FoldedCifarNet, "forward", lambda self, x: seen.append(len(x)) or forward(self, x))
-    # 100 test images in evaluation batches of 240 // 6 = 40: 40, 40 and a last one of 20
-    cfg = Config(subset=64, batch_size=32, eval_subset=100, eval_batch_size=240, whiten_images=64,
-                 widths=(8, 8, 8), epochs=1, device="cpu", kernels="torch", precision="fp32",
-                 data_dir=str(cifar_dir()), download=False)
+    cfg = Config(subset=64, batch_size=32, eval_subset=100, whiten_images=64, widths=(8, 8, 8), epochs=1,
+                 device="cpu", kernels="torch", precision="fp32", data_dir=str(cifar_dir()), download=False,
+                 **fields)
     task = cfg.build_task(torch.device("cpu"))
     train.warm_up(CifarTask(warm_up_config(task.cfg), task.data, task.device, task.backend))
     warmed, seen[:] = set(seen), []
-    assert {40, 20, *(5 * m for m in bucket_sizes(40))} <= warmed
     task.init_model()
+    return task, warmed, seen
+
+
+def test_the_trainers_warm_up_meets_every_shape_of_its_final_evaluation(monkeypatch):
+    # 100 test images in evaluation batches of 240 // 6 = 40: 40, 40 and a last one of 20
+    task, warmed, seen = _warmed_task(monkeypatch, eval_batch_size=240)
+    assert {40, 20, *(5 * m for m in bucket_sizes(40))} <= warmed
     for batch in task.epoch_batches(0):
         task.train_step(*batch)
     for below in (task.cfg.tta_below, 0.3, 0.5):  # the recipe's threshold, and ones that split batches
@@ -168,17 +176,7 @@ def test_the_trainers_warm_up_meets_every_shape_of_its_final_evaluation(monkeypa
 
 
 def test_with_one_view_evaluations_the_warm_up_meets_their_shapes_too(monkeypatch):
-    monkeypatch.setattr(tta, "PAD_DEVICES", frozenset({"cpu", "cuda"}))  # as on CUDA
-    seen: list[int] = []
-    forward = FoldedCifarNet.forward
-    monkeypatch.setattr(FoldedCifarNet, "forward", lambda self, x: seen.append(len(x)) or forward(self, x))
     # one view: batches of 90 over 100 images (90 and a last one of 10); TTA: 90 // 6 = 15
-    cfg = Config(subset=64, batch_size=32, eval_subset=100, eval_batch_size=90, whiten_images=64,
-                 widths=(8, 8, 8), epochs=1, eval_every=1, device="cpu", kernels="torch", precision="fp32",
-                 data_dir=str(cifar_dir()), download=False)
-    task = cfg.build_task(torch.device("cpu"))
-    train.warm_up(CifarTask(warm_up_config(task.cfg), task.data, task.device, task.backend))
-    warmed, seen[:] = set(seen), []
-    task.init_model()
+    task, warmed, seen = _warmed_task(monkeypatch, eval_batch_size=90, eval_every=1)
     task.evaluate(tta=False)  # an intermediate charged evaluation (log_eval_tta off)
     assert set(seen) == {90, 10} and set(seen) <= warmed, sorted(set(seen) - warmed)
