@@ -65,6 +65,21 @@ def _bn_act_case(b: int, c: int, side: int, act: str) -> Case:
                 dispatch.reference("bn_act"))
 
 
+def _bias_act_case(b: int, c: int, side: int, act: str) -> Case:
+    def make(device: torch.device) -> dict:
+        x = _nchw_cl(b, c, side, device, grad=True)
+        return {"x": x, "g": torch.randn_like(x), "bias": torch.randn(c, device=device, requires_grad=True)}
+
+    def call(fn: Callable, t: dict) -> torch.Tensor:
+        t["x"].grad = t["bias"].grad = None
+        y = fn(t["x"], t["bias"], act)
+        y.backward(t["g"])
+        return y
+
+    return Case("bias_act", f"bias_act fwd+bwd {act} C={c} @{side}px b={b}", make, call,
+                dispatch.reference("bias_act"))
+
+
 def _conv_group_case(b: int, cin: int, cout: int, side: int, act: str) -> Case:
     from dawnbench_fast.models.layers import ConvGroup
 
@@ -138,6 +153,7 @@ def cases(dry_run: bool) -> list[Case]:
     whiten = 24  # the 2x2 whitening conv's outputs: 2 x 3 x 2 x 2 (its eigenvectors and their negation)
     out = [_augment_case(64 if dry_run else 50_000, b)]
     out += [_bn_act_case(b, c, s, r.act) for c, s in ((w0, 15), (w1, 7), (w2, 3))]
+    out += [_bias_act_case(b, c, s, r.act) for c, s in ((w0, 15), (w1, 7), (w2, 3))]  # in no model
     out += [_conv_group_case(b, cin, cout, s, r.act) for cin, cout, s in ((whiten, w0, 31), (w0, w1, 15),
                                                                           (w1, w2, 7))]
     banks = [(w0, 9 * whiten), (w1, 9 * w0), (w2, 9 * w1)]

@@ -2,7 +2,7 @@
 None, None]) on an (N, C, H, W) tensor, NCHW or channels_last, fp32 / bf16 /
 fp16, as the custom ops ``dawnbench::csrc_bias_act`` / ``_bwd`` (so profiler
 traces and the roofline see them), with autograd, registered for
-``--kernels cuda`` and ``--kernels cpu``.
+``--kernels cuda`` (not for ``cpu``: below).
 
 The math lives once, in csrc/bias_act_math.cuh (``__host__ __device__``;
 the activation and its derivative are bn_act_math.cuh's): on CUDA tensors
@@ -10,18 +10,18 @@ csrc/bias_act.cu runs it (the extension, else CuPy: csrc/engine.py), on CPU
 tensors the OpenMP loops of csrc/bias_act_cpu.cpp (so the tests check the
 shared math here).
 
-Why the ``cpu`` backend serves it: measured faster than the torch reference
-(``layer_ops.bias_act``: an fp32 add, the activation, a cast: three passes
-forward, more backward) on this project's 2-core AMD EPYC, 2 threads, load
-average ~3.3 from other jobs (2026-11-24, benchmarks/bench_csrc_cpu.py -k
-bias_act and a per-shape script), GELU forward + backward: the CIFAR net's
-six BN shapes at batch 500 in bf16 channels_last 119 ms vs 408 ms (median;
-99 vs 152 ms min), in fp32 NCHW 160 vs 170 ms (median; the noisiest case);
-(256, 64, 32, 32) fp32 56-63 vs 178-198 ms in either layout; the six shapes
-at batch 1, forward without grad: 170 vs 212 us (bf16 channels_last), 255 vs
-1009 us (fp32). Only on tiny tensors (a few thousand elements) does torch
-win, by the fixed cost of a Python custom op (~20 us forward, ~90 us
-backward).
+Why the ``cpu`` backend does not serve it (``no_face`` in dispatch.CATALOGUE):
+it is not faster than the torch reference throughout. Measured on this
+project's 2-core AMD EPYC, 2 threads, interleaved A/B runs (2026-11-24; other
+jobs kept the load average at 1.5-3, so the spread is wide; the same cases are
+``benchmarks/bench_csrc_cpu.py -k bias_act``), GELU at the CIFAR net's six BN
+shapes, ours vs the reference: forward + backward at batch 500, bf16 channels_last 41 vs 73 ms
+(median, load 1.5; 176 vs 394 ms at load 2.3), fp32 NCHW 36 vs 45 ms (168 vs
+209 ms); forward alone at batch 1, bf16 channels_last 0.18 vs 0.115 ms (1.6x
+slower), fp32 NCHW 0.16 vs 0.26 ms. A ``torch.library`` custom op in Python
+costs ~15 us a call before any work, more than the reference's few ATen ops
+on one image. The CPU build stays: it runs the shared math here, where the
+tests check it (tests/ops/test_bias_act.py calls it directly).
 
 Other faces: the reference :func:`dawnbench_fast.layer_ops.bias_act`
 (backend ``torch``), Triton kernels/bias_act.py. Tests:
@@ -154,7 +154,6 @@ def bias_act(x: torch.Tensor, bias: torch.Tensor, act: str = "gelu") -> torch.Te
 
 
 dispatch.register("bias_act", "cuda")(bias_act)
-dispatch.register("bias_act", "cpu")(bias_act)
 
 # The roofline's FLOP/byte formulas of these ops (csrc/bias_act_costs.py), also for FlopCounterMode:
 # registered after the definitions, because torch attaches formulas to existing ops only.

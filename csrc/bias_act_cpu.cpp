@@ -1,9 +1,13 @@
 // CPU (OpenMP) loops around bias_act_math.cuh. The activation and dtype are
 // template parameters so that each inner loop vectorises (no switch inside
-// it). NCHW walks contiguous per-(n, c) planes; NHWC contiguous rows of C
-// channels. The bias gradient is summed in fp32 per plane (NCHW) or per block
-// of rows (NHWC), then over those in fp64 in a fixed order: deterministic
-// whatever the thread count.
+// it). Both layouts are N rows (one per image) of L = C*H*W values in memory
+// order, with the bias of each position in a table of L floats (NCHW:
+// bias[j / HW], NHWC: bias[j % C]): the inner loops are long and contiguous
+// whatever H*W is (a 3x3 map in NCHW would leave 9-element loops). Tasks are
+// (image or block of images, chunk of the row), so one image is parallel too.
+// The bias gradient is summed in fp32 per block of images, then over the
+// blocks and positions in fp64 in a fixed order: deterministic whatever the
+// thread count.
 #include <cstddef>
 #include <vector>
 
@@ -14,10 +18,24 @@ DBF_NAMESPACE_BEGIN
 namespace cpu {
 namespace {
 
-// Rows of NHWC summed in fp32 before the fp64 total.
-constexpr int kBiasRowBlock = 256;
+constexpr i64 kBiasChunk = 4096;     // values of a row per task
+constexpr i64 kBiasImageBlocks = 32;  // backward: the images are summed in this many blocks
 // Below this many elements a parallel region costs more than it saves.
 constexpr i64 kBiasParallelMin = 1 << 16;
+
+// Written in memory order (no division per element, no strided stores).
+std::vector<float> bias_pattern(const float* bias, int C, int HW, int cl) {
+  std::vector<float> pat(static_cast<std::size_t>(C) * HW);
+  float* p = pat.data();
+  if (cl) {
+    for (int s = 0; s < HW; ++s)
+      for (int c = 0; c < C; ++c) p[bias_act_row_pos(c, s, C, HW, cl)] = bias[c];
+  } else {
+    for (int c = 0; c < C; ++c)
+      for (int s = 0; s < HW; ++s) p[bias_act_row_pos(c, s, C, HW, cl)] = bias[c];
+  }
+  return pat;
+}
 
 template <int DT, int ACT>
 void bias_act_forward_t(const void* xv, const float* bias, void* yv, int N, int C, int HW,
@@ -25,24 +43,16 @@ void bias_act_forward_t(const void* xv, const float* bias, void* yv, int N, int 
   typedef Elem<DT> E;
   const typename E::T* x = static_cast<const typename E::T*>(xv);
   typename E::T* y = static_cast<typename E::T*>(yv);
-  const i64 total = static_cast<i64>(N) * C * HW;
-  if (!cl) {
-#pragma omp parallel for schedule(static) if (total >= kBiasParallelMin)
-    for (i64 nc = 0; nc < static_cast<i64>(N) * C; ++nc) {
-      const float b = bias[nc % C];
-      const typename E::T* xp = x + nc * HW;
-      typename E::T* yp = y + nc * HW;
+  const std::vector<float> pat = bias_pattern(bias, C, HW, cl);
+  const float* b = pat.data();
+  const i64 L = static_cast<i64>(C) * HW, chunks = (L + kBiasChunk - 1) / kBiasChunk;
+#pragma omp parallel for schedule(static) if (N * L >= kBiasParallelMin)
+  for (i64 t = 0; t < N * chunks; ++t) {
+    const i64 j0 = (t % chunks) * kBiasChunk, j1 = j0 + kBiasChunk < L ? j0 + kBiasChunk : L;
+    const typename E::T* xr = x + (t / chunks) * L;
+    typename E::T* yr = y + (t / chunks) * L;
 #pragma omp simd
-      for (int s = 0; s < HW; ++s) yp[s] = E::store(bias_act_value(E::load(xp[s]), b, ACT));
-    }
-    return;
-  }
-#pragma omp parallel for schedule(static) if (total >= kBiasParallelMin)
-  for (i64 m = 0; m < static_cast<i64>(N) * HW; ++m) {
-    const typename E::T* xr = x + m * C;
-    typename E::T* yr = y + m * C;
-#pragma omp simd
-    for (int c = 0; c < C; ++c) yr[c] = E::store(bias_act_value(E::load(xr[c]), bias[c], ACT));
+    for (i64 j = j0; j < j1; ++j) yr[j] = E::store(bias_act_value(E::load(xr[j]), b[j], ACT));
   }
 }
 
@@ -53,44 +63,44 @@ void bias_act_backward_t(const void* xv, const void* dyv, const float* bias, voi
   const typename E::T* x = static_cast<const typename E::T*>(xv);
   const typename E::T* dy = static_cast<const typename E::T*>(dyv);
   typename E::T* dx = static_cast<typename E::T*>(dxv);
-  const i64 total = static_cast<i64>(N) * C * HW;
-  std::vector<double> sum(static_cast<std::size_t>(C), 0.0);
-  if (!cl) {
-    std::vector<float> plane(static_cast<std::size_t>(N) * C);
-#pragma omp parallel for schedule(static) if (total >= kBiasParallelMin)
-    for (i64 nc = 0; nc < static_cast<i64>(N) * C; ++nc) {
-      const float b = bias[nc % C];
-      const i64 o = nc * HW;
-      float a = 0.0f;
-#pragma omp simd reduction(+ : a)
-      for (int s = 0; s < HW; ++s) {
-        const float g = bias_act_grad(E::load(x[o + s]), b, E::load(dy[o + s]), ACT);
-        dx[o + s] = E::store(g);
-        a += g;
-      }
-      plane[nc] = a;
-    }
-    for (i64 nc = 0; nc < static_cast<i64>(N) * C; ++nc) sum[nc % C] += plane[nc];
-  } else {
-    const i64 M = static_cast<i64>(N) * HW;
-    const i64 blocks = (M + kBiasRowBlock - 1) / kBiasRowBlock;
-    std::vector<float> part(static_cast<std::size_t>(blocks) * C, 0.0f);
-#pragma omp parallel for schedule(static) if (total >= kBiasParallelMin)
-    for (i64 blk = 0; blk < blocks; ++blk) {
-      float* acc = part.data() + blk * C;
-      const i64 m1 = (blk + 1) * kBiasRowBlock < M ? (blk + 1) * kBiasRowBlock : M;
-      for (i64 m = blk * kBiasRowBlock; m < m1; ++m) {
-        const i64 o = m * C;
+  const std::vector<float> pat = bias_pattern(bias, C, HW, cl);
+  const float* b = pat.data();
+  const i64 L = static_cast<i64>(C) * HW, chunks = (L + kBiasChunk - 1) / kBiasChunk;
+  const i64 blocks = N < kBiasImageBlocks ? N : kBiasImageBlocks;
+  std::vector<float> part(static_cast<std::size_t>(blocks) * L);  // per block of images
+  float* pp = part.data();
+#pragma omp parallel for schedule(static) if (N * L >= kBiasParallelMin)
+  for (i64 t = 0; t < blocks * chunks; ++t) {
+    const i64 blk = t / chunks, j0 = (t % chunks) * kBiasChunk;
+    const i64 j1 = j0 + kBiasChunk < L ? j0 + kBiasChunk : L;
+    float* acc = pp + blk * L;
+    for (i64 n = blk * N / blocks; n < (blk + 1) * N / blocks; ++n) {
+      const bool first = n == blk * N / blocks;
+      const i64 o = n * L;
 #pragma omp simd
-        for (int c = 0; c < C; ++c) {
-          const float g = bias_act_grad(E::load(x[o + c]), bias[c], E::load(dy[o + c]), ACT);
-          dx[o + c] = E::store(g);
-          acc[c] += g;
-        }
+      for (i64 j = j0; j < j1; ++j) {
+        const float g = bias_act_grad(E::load(x[o + j]), b[j], E::load(dy[o + j]), ACT);
+        dx[o + j] = E::store(g);
+        acc[j] = first ? g : acc[j] + g;
       }
     }
-    for (i64 blk = 0; blk < blocks; ++blk)
-      for (int c = 0; c < C; ++c) sum[c] += part[static_cast<std::size_t>(blk) * C + c];
+  }
+  // Over the blocks (in order, in parallel over positions), then per channel.
+  std::vector<double> pos(static_cast<std::size_t>(L));
+  double* ps = pos.data();
+#pragma omp parallel for schedule(static) if (blocks * L >= kBiasParallelMin)
+  for (i64 j = 0; j < L; ++j) {
+    double s = 0.0;
+    for (i64 blk = 0; blk < blocks; ++blk) s += pp[blk * L + j];
+    ps[j] = s;
+  }
+  std::vector<double> sum(static_cast<std::size_t>(C), 0.0);
+  if (cl) {  // in memory order, as bias_pattern
+    for (int s = 0; s < HW; ++s)
+      for (int c = 0; c < C; ++c) sum[c] += ps[bias_act_row_pos(c, s, C, HW, cl)];
+  } else {
+    for (int c = 0; c < C; ++c)
+      for (int s = 0; s < HW; ++s) sum[c] += ps[bias_act_row_pos(c, s, C, HW, cl)];
   }
   for (int c = 0; c < C; ++c) dbias[c] = static_cast<float>(sum[c]);
 }

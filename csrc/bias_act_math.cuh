@@ -36,4 +36,9 @@ DBF_HD I bias_act_offset(I m, I c, I C, I HW, int cl) {
   return (n * C + c) * HW + (m - n * HW);
 }
 
+// Position of (channel c, spatial s) within one image's C*HW values.
+DBF_HD i64 bias_act_row_pos(int c, int s, int C, int HW, int cl) {
+  return cl ? static_cast<i64>(s) * C + c : static_cast<i64>(c) * HW + s;
+}
+
 DBF_NAMESPACE_END

@@ -53,24 +53,25 @@ def _input(shape, dtype, layout, device="cpu"):
     return x.contiguous(memory_format=torch.channels_last) if layout == "nhwc" else x
 
 
+@pytest.fixture(scope="module")
+def C():
+    reason = native.unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    return native.load()
+
+
 def _close(got, want, dtype, scale=1.0, what=""):
     rtol, atol = TOL[dtype]
     torch.testing.assert_close(got.float(), want.float(), rtol=rtol, atol=atol * scale, msg=what)
 
 
-# ---------------------------------------------------------------- every backend
-@pytest.mark.parametrize("shape", [(3, 7, 5, 5), (2, 70, 3, 3)])
-@pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("act", sorted(ACTIVATIONS))
-def test_bias_act_forward_backward(implementation, backend, device, shape, layout, dtype, act):
-    op = implementation("bias_act")
+def _check_forward_backward(op, device, shape, layout, dtype, act):
     x = _input(shape, dtype, layout, device).requires_grad_(True)
     bias = torch.randn(shape[1], device=device).requires_grad_(True)
     x_ref = x.detach().clone().requires_grad_(True)  # clone keeps the memory format
     bias_ref = bias.detach().clone().requires_grad_(True)
     dy = torch.randn(shape, device=device).to(dtype)
-    before = launch_counts["bias_act_bwd"]
     with poisoned_outputs():
         y = op(x, bias, act)
         y.backward(dy)
@@ -84,8 +85,33 @@ def test_bias_act_forward_backward(implementation, backend, device, shape, layou
     _close(x.grad, x_ref.grad, dtype, scale=float(x_ref.grad.abs().max()) + 1.0, what="dx")
     n = x.numel() // shape[1]
     torch.testing.assert_close(bias.grad, bias_ref.grad, rtol=1e-4, atol=1e-5 * n, msg="dbias")
+
+
+SHAPES = [(3, 7, 5, 5), (2, 70, 3, 3)]
+
+
+# ---------------------------------------------------------------- every backend
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("act", sorted(ACTIVATIONS))
+def test_bias_act_forward_backward(implementation, backend, device, shape, layout, dtype, act):
+    op = implementation("bias_act")
+    before = launch_counts["bias_act_bwd"]
+    _check_forward_backward(op, device, shape, layout, dtype, act)
     if backend == "triton":
         assert launch_counts["bias_act_bwd"] == before + 1  # our kernel ran, not the reference
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("act", sorted(ACTIVATIONS))
+def test_csrc_face_on_cpu_tensors(C, shape, layout, dtype, act):
+    """The C++ face with its autograd on CPU tensors (the shared math of the
+    CUDA kernels): the cpu backend does not serve it (dispatch.CATALOGUE's
+    no_face), so the backend test above skips it."""
+    _check_forward_backward(csrc_bias_act.bias_act, torch.device("cpu"), shape, layout, dtype, act)
 
 
 def test_bf16_bias_gets_a_bf16_gradient(implementation, device):
@@ -112,14 +138,6 @@ def test_bad_act_or_bias_size_is_a_one_line_error(implementation, device):
 
 
 # ---------------------------------------------------------------- csrc (CPU build)
-@pytest.fixture(scope="module")
-def C():
-    reason = native.unavailable_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    return native.load()
-
-
 @pytest.mark.parametrize("shape", [(3, 7, 5, 5), (4, 33, 40, 41), (2, 5, 1, 1)])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("cl", [0, 1], ids=["nchw", "nhwc"])

@@ -36,7 +36,7 @@ def test_cpu_backend_serves_what_was_measured_faster():
     assert table["bn_act"] == {"backend": "cpu", "impl": "dawnbench_fast.csrc.bn_act.bn_act"}
     assert table["conv_group"] == {"backend": "cpu",
                                    "impl": "dawnbench_fast.csrc.conv_group.conv_group_cpu"}
-    assert table["bias_act"] == {"backend": "cpu", "impl": "dawnbench_fast.csrc.bias_act.bias_act"}
+    assert table["bias_act"]["backend"] == "torch"  # not faster throughout: csrc/bias_act.py
     assert table["linear"]["backend"] == table["newton_schulz"]["backend"] == "torch"
     assert table["matmul"]["backend"] == "torch"  # csrc's mma GEMM on the CPU is an emulation for tests
 
