@@ -1,8 +1,6 @@
 """FLOP and minimal-byte formulas of the ``bias_act`` op's C++ custom ops
-(csrc/bias_act.py) for the roofline tool: FLOP = 2 x MAC; bytes = every
-tensor input read once + every output written once; arguments as the
-profiler records them, ``[]`` for non-tensors; activation FLOPs as the
-vocabulary counts them (GELU where a trace does not say).
+(csrc/bias_act.py) for the roofline tool; the formulas are roofline/cost_fused.py's, one for
+every face of the op.
 
 Data only (no extension, no CuPy): the roofline finds ``COSTS`` through its
 ``dawnbench_fast.costs`` entry point (pyproject.toml); csrc/bias_act.py
@@ -11,26 +9,7 @@ hands it to ``roofline.registry.register_flop_formulas`` for FlopCounterMode.
 
 from __future__ import annotations
 
-from dawnbench_fast.roofline.trace_args import arg_activation, arg_bytes, arg_numel
-
-
-def bias_act_cost(shapes, dtypes, concrete=None):
-    """(x, bias, act): one add and the activation per element; reads x and
-    bias, writes y."""
-    x, b = shapes[0], shapes[1]
-    flops = (1 + arg_activation(concrete, 2).flops) * arg_numel(x)
-    return flops, 2 * arg_bytes(x, dtypes[0]) + arg_bytes(b, dtypes[1])
-
-
-def bias_act_bwd_cost(shapes, dtypes, concrete=None):
-    """(dy, x, bias, act): the add again, dy * act'(z) (the vocabulary's
-    grad_flops) and one add of the bias gradient's sum per element; reads dy,
-    x and bias, writes dx and the fp32 bias gradient."""
-    dy, x, b = shapes[0], shapes[1], shapes[2]
-    flops = (2 + arg_activation(concrete, 3).grad_flops) * arg_numel(x)
-    nbytes = arg_bytes(dy, dtypes[0]) + 2 * arg_bytes(x, dtypes[1]) + arg_bytes(b, dtypes[2])
-    return flops, nbytes + 4 * arg_numel(b)
-
+from dawnbench_fast.roofline.cost_fused import bias_act_bwd_cost, bias_act_cost
 
 COSTS = {
     "dawnbench::csrc_bias_act": (bias_act_cost, False),
