@@ -9,7 +9,7 @@ A "cited path" is a token in the text that names a place in this repository:
   convention: docs/FACTS.md);
 - a token that starts with a subpackage of ``dawnbench_fast/`` (``models/``,
   ``optim/``, ``data/``, ``analyze/``, ...) and names a source file
-  (``models/conv_cpu.py``), resolved inside ``dawnbench_fast/``;
+  (``models/cifar_net.py``), resolved inside ``dawnbench_fast/``;
 - a top-level file named in backticks (pyproject.toml, setup.py, LICENSE);
 - a Markdown link target (``[text](target)``) that is no URL, resolved from
   the linking file's folder, as a Markdown viewer resolves it.
