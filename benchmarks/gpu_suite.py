@@ -134,7 +134,9 @@ def part_ops(suite: Suite, args: argparse.Namespace) -> None:
         shown = "n/a" if case.get("median_ms") is None else f"{case['median_ms']:.4f} ms"
         suite.log(f"[ops] {case['case']} {case['impl']}: {shown} {case.get('status', '')}")
 
-    rec.update(gpu_suite_ops.run_cases(add, dry_run=suite.dry_run, deadline=lambda: suite.left() < 5))
+    ops = set(args.ops.split(",")) if args.ops else None
+    rec.update(gpu_suite_ops.run_cases(add, dry_run=suite.dry_run, deadline=lambda: suite.left() < 5,
+                                       ops=ops))
     suite.end("ops", "stopped at the budget" if rec.get("stopped") else "done")
 
 
@@ -164,6 +166,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--target", type=float, default=0.94, help="the accuracy both sides are held to")
     p.add_argument("--profile-steps", type=int, default=3, help="roofline part: profiled steps")
     p.add_argument("--ncu-kernels", type=int, default=5, help="roofline part: top kernels ncu measures")
+    p.add_argument("--ops", metavar="OP[,OP]", help="ops part: only these catalogued ops (default: all; "
+                   "torch.compile compiles each case, so a slow host may need two commands)")
     p.add_argument("--rebuild", action="store_true", help="build part: build even if the extension loads")
     p.add_argument("--trainer-args", nargs=argparse.REMAINDER, default=[],
                    help="the rest of the line goes to every trainer command (last flag)")
@@ -175,6 +179,13 @@ def check_args(args: argparse.Namespace) -> list[str]:
     bad = [s for s in parts if s not in PARTS]
     if bad or not parts:
         raise UsageError(f"--only {args.only}: parts are {', '.join(PARTS)}")
+    if args.ops:
+        from dawnbench_fast.dispatch import CATALOGUE
+
+        unknown = sorted(set(args.ops.split(",")) - set(CATALOGUE))
+        if unknown:
+            raise UsageError(f"--ops {args.ops}: {', '.join(unknown)} not catalogued; ops are "
+                             f"{', '.join(CATALOGUE)}")
     if args.peer and not Path(args.peer).is_file():
         raise UsageError(f"--peer {args.peer}: no such file; give the published airbench94_muon.py")
     if "peer" in parts and not args.peer and not args.dry_run:

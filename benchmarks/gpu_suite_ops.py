@@ -231,12 +231,13 @@ def run_face(case: Case, fn: Callable, inputs: dict, ref_out: torch.Tensor | Non
     return rec, out
 
 
-def run_cases(add: Callable[[dict], None], dry_run: bool, deadline: Callable[[], bool]) -> dict:
-    """Every case's every face; ``add(record)`` as each finishes; stops (and
-    says so) when ``deadline()`` is true."""
+def run_cases(add: Callable[[dict], None], dry_run: bool, deadline: Callable[[], bool],
+              ops: set[str] | None = None) -> dict:
+    """Every case's every face (of the ``ops`` named, default all); ``add(record)``
+    as each finishes; stops (and says so) when ``deadline()`` is true."""
     device = torch.device("cuda" if torch.cuda.is_available() and not dry_run else "cpu")
     timer = "none (dry run)" if dry_run else "triton.testing.do_bench median, L2 flushed"
-    for case in cases(dry_run):
+    for case in (c for c in cases(dry_run) if ops is None or c.op in ops):
         inputs = case.make(device)
         ref_out = None
         for name, fn, why in faces(case.op, device, dry_run):

@@ -154,8 +154,16 @@ def test_ncu_csv_and_kernel_patterns():
     (["--only", "peer"], "--only peer needs --peer"),
     (["--data-dir", "/no/such/folder"], "--data-dir"),
     (["--seeds", "0"], "must be positive"),
+    (["--ops", "bn_act,conv3d"], "conv3d not catalogued"),
 ])
 def test_bad_flags_are_one_line_and_exit_2(tmp_path, args, needle):
     r = suite("--out", str(tmp_path / "o"), *args, timeout=60)
     assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "o").exists()  # nothing written for a command refused
+
+
+def test_the_ops_part_runs_the_ops_named(tmp_path):
+    r = suite("--out", str(tmp_path), "--dry-run", "--only", "ops", "--ops", "bn_act,linear", timeout=120)
+    assert r.returncode == 0, r.stderr
+    cases = json.loads((tmp_path / "suite.json").read_text())["parts"]["ops"]["cases"]
+    assert {c["op"] for c in cases} == {"bn_act", "linear"}
