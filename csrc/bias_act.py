@@ -41,28 +41,14 @@ from dawnbench_fast.csrc.engine import (
     DTYPE_SUFFIX,
     NVTX_DOMAIN,
     cuda_engine,
+    layout,
     new_output,
+    partitions,
     ptr,
     stream_ptr,
 )
 from dawnbench_fast.layer_ops import check_bias_act
 from dawnbench_fast.roofline.registry import register_flop_formulas
-
-
-def layout(x: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """(x dense in NCHW or NHWC memory, channels_last flag)."""
-    if x.is_contiguous():
-        return x, 0
-    if x.is_contiguous(memory_format=torch.channels_last):
-        return x, 1
-    return x.contiguous(), 0
-
-
-def partitions(m: int, c: int, cl: int) -> int:
-    """Row partitions of the GPU backward: about 1k blocks in all, each with
-    at least 2k rows of work (as csrc/bn_act.py's partial sums)."""
-    blocks_per_part = (c + 31) // 32 if cl else c
-    return max(1, min((m + 2047) // 2048, max(1, 1024 // blocks_per_part)))
 
 
 def _fmt(cl: int) -> torch.memory_format:

@@ -176,3 +176,19 @@ def stream_ptr() -> int:
 def ptr(t: torch.Tensor | None) -> int:
     """A tensor's data pointer, 0 for None (an absent optional operand)."""
     return 0 if t is None else t.data_ptr()
+
+
+def layout(x: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """(x dense in NCHW or NHWC memory, channels_last flag)."""
+    if x.is_contiguous():
+        return x, 0
+    if x.is_contiguous(memory_format=torch.channels_last):
+        return x, 1
+    return x.contiguous(), 0
+
+
+def partitions(m: int, c: int, cl: int) -> int:
+    """Row partitions of the GPU partial-sum kernels: about 1k blocks in all,
+    each with at least 2k rows of work."""
+    blocks_per_part = (c + 31) // 32 if cl else c
+    return max(1, min((m + 2047) // 2048, max(1, 1024 // blocks_per_part)))
