@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "bias_act_math.cuh"
+#include "act_dispatch_cpu.h"
 #include "cpu_kernels.h"
 
 DBF_NAMESPACE_BEGIN
@@ -116,34 +117,17 @@ struct BiasActBwd {
   static void run(A... a) { bias_act_backward_t<DT, ACT>(a...); }
 };
 
-// dtype x activation, resolved once per call outside the loops.
-template <template <int, int> class F, typename... Args>
-void bias_act_dispatch(int dtype, int act, Args... args) {
-#define DBF_BIAS_ACTS(DT)                                \
-  switch (act) {                                         \
-    case kRelu: F<DT, kRelu>::run(args...); return;      \
-    case kGelu: F<DT, kGelu>::run(args...); return;      \
-    case kSilu: F<DT, kSilu>::run(args...); return;      \
-    default: F<DT, kIdentity>::run(args...); return;     \
-  }
-  switch (dtype) {
-    case kBF16: DBF_BIAS_ACTS(kBF16)
-    case kF16: DBF_BIAS_ACTS(kF16)
-    default: DBF_BIAS_ACTS(kF32)
-  }
-#undef DBF_BIAS_ACTS
-}
 
 }  // namespace
 
 void bias_act_forward(int dtype, const void* x, const float* bias, void* y, int N, int C, int HW,
                       int channels_last, int act) {
-  bias_act_dispatch<BiasActFwd>(dtype, act, x, bias, y, N, C, HW, channels_last);
+  dispatch_dt_act<BiasActFwd>(dtype, act, x, bias, y, N, C, HW, channels_last);
 }
 
 void bias_act_backward(int dtype, const void* x, const void* dy, const float* bias, void* dx,
                        float* dbias, int N, int C, int HW, int channels_last, int act) {
-  bias_act_dispatch<BiasActBwd>(dtype, act, x, dy, bias, dx, dbias, N, C, HW, channels_last);
+  dispatch_dt_act<BiasActBwd>(dtype, act, x, dy, bias, dx, dbias, N, C, HW, channels_last);
 }
 
 }  // namespace cpu

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bn_act_math.cuh"
+#include "act_dispatch_cpu.h"
 #include "cpu_kernels.h"
 
 DBF_NAMESPACE_BEGIN
@@ -231,23 +232,6 @@ void backward_t(const void* x, const void* dy, void* dx, const float* stats, flo
   elementwise<DT, ACT, true>(x, dy, dx, stats, coef.data(), N, C, HW, cl);
 }
 
-// dtype x activation table, resolved once per call outside the loops.
-template <template <int, int> class F, typename... Args>
-void dispatch_dt_act(int dtype, int act, Args... args) {
-#define DBF_ACTS(DT)                                     \
-  switch (act) {                                         \
-    case kRelu: F<DT, kRelu>::run(args...); return;      \
-    case kGelu: F<DT, kGelu>::run(args...); return;      \
-    case kSilu: F<DT, kSilu>::run(args...); return;      \
-    default: F<DT, kIdentity>::run(args...); return;     \
-  }
-  switch (dtype) {
-    case kBF16: DBF_ACTS(kBF16)
-    case kF16: DBF_ACTS(kF16)
-    default: DBF_ACTS(kF32)
-  }
-#undef DBF_ACTS
-}
 
 template <int DT, int ACT>
 struct Fwd {
