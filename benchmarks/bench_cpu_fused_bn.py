@@ -168,9 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, help="timed rounds (BENCH_ROUNDS)")
     ap.add_argument("--what", default="ops,group,step", help="comma-separated: ops, group, step")
     ap.add_argument("--json", help="also write pytest-benchmark's JSON here")
-    a, rest = ap.parse_known_args(argv)
-    select = [f"test_{w}" for w in a.what.split(",") if w]
-    return script_entry.run(__file__, {"BENCH_BATCH": a.batch, "BENCH_ROUNDS": a.reps}, a.json,
+    args, rest = ap.parse_known_args(argv)
+    select = [f"test_{w}" for w in args.what.split(",") if w]
+    return script_entry.run(__file__, {"BENCH_BATCH": args.batch, "BENCH_ROUNDS": args.reps}, args.json,
                             select=select, pytest_args=rest)
 
 

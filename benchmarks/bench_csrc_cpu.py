@@ -170,9 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--aug-batch", type=int, nargs="+", help="augment batch sizes (BENCH_AUG_BATCH)")
     ap.add_argument("--reps", type=int, help="timed rounds (BENCH_ROUNDS)")
     ap.add_argument("--json", help="also write pytest-benchmark's JSON here")
-    a, rest = ap.parse_known_args(argv)
-    return script_entry.run(__file__, {"BENCH_BATCH": a.batch, "BENCH_AUG_BATCH": a.aug_batch,
-                                       "BENCH_ROUNDS": a.reps}, a.json, pytest_args=rest)
+    args, rest = ap.parse_known_args(argv)
+    return script_entry.run(__file__, {"BENCH_BATCH": args.batch, "BENCH_AUG_BATCH": args.aug_batch,
+                                       "BENCH_ROUNDS": args.reps}, args.json, pytest_args=rest)
 
 
 if __name__ == "__main__":

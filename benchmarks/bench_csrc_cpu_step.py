@@ -62,8 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="other arguments go to pytest")
     ap.add_argument("--batch", type=int, help="images per step (BENCH_BATCH)")
     ap.add_argument("--rounds", type=int, help="timed steps (BENCH_ROUNDS)")
-    a, rest = ap.parse_known_args(argv)
-    return script_entry.run(__file__, {"BENCH_BATCH": a.batch, "BENCH_ROUNDS": a.rounds}, pytest_args=rest)
+    args, rest = ap.parse_known_args(argv)
+    return script_entry.run(__file__, {"BENCH_BATCH": args.batch, "BENCH_ROUNDS": args.rounds},
+                            pytest_args=rest)
 
 
 if __name__ == "__main__":

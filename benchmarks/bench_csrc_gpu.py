@@ -137,8 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, help="bn_act and augment batch (BENCH_BATCH)")
     ap.add_argument("--reps", type=int, help="timed rounds (BENCH_ROUNDS)")
     ap.add_argument("--json", help="also write pytest-benchmark's JSON here")
-    a, rest = ap.parse_known_args(argv)
-    return script_entry.run(__file__, {"BENCH_BATCH": a.batch, "BENCH_ROUNDS": a.reps}, a.json,
+    args, rest = ap.parse_known_args(argv)
+    return script_entry.run(__file__, {"BENCH_BATCH": args.batch, "BENCH_ROUNDS": args.reps}, args.json,
                             pytest_args=rest)
 
 

@@ -89,10 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("arms", nargs="*", help="RECIPE[:field=value,...], e.g. hiverge:act=gelu (BENCH_ARMS)")
     p.add_argument("--rounds", type=int, help="timed steps per arm (BENCH_ROUNDS)")
     p.add_argument("--threads", type=int, default=0, help="CPU threads (0 = PyTorch's default)")
-    a, rest = p.parse_known_args(argv)
-    set_threads(a.threads)
-    return script_entry.run(__file__, {"BENCH_ARMS": " ".join(a.arms) or None, "BENCH_ROUNDS": a.rounds},
-                            pytest_args=rest)
+    args, rest = p.parse_known_args(argv)
+    set_threads(args.threads)
+    settings = {"BENCH_ARMS": " ".join(args.arms) or None, "BENCH_ROUNDS": args.rounds}
+    return script_entry.run(__file__, settings, pytest_args=rest)
 
 
 if __name__ == "__main__":

@@ -34,11 +34,11 @@ def main() -> None:
     ap.add_argument("model", help="weights written by --save-model")
     ap.add_argument("--below", default="0.4,0.5,0.6,0.7,0.8,1.0", help="thresholds, comma-separated")
     ap.add_argument("--images", type=int, default=1000, help="images timed one at a time per threshold")
-    a = ap.parse_args()
+    args = ap.parse_args()
     device = torch.device("cpu")
     cfg = Config()
     data = prepare_data(load_cifar10(None, allow_download=False), cfg, device)
-    model = load_model(a.model, device).to(memory_format=torch.channels_last)
+    model = load_model(args.model, device).to(memory_format=torch.channels_last)
     with torch.no_grad(), autocast(cfg.precision, device):
         net = inference_net(model)
         one, full, labels = [], [], []
@@ -52,12 +52,12 @@ def main() -> None:
         print(f"one view {100 * (one.argmax(1) == labels).float().mean():.2f}%, "
               f"6-view TTA {100 * (full.argmax(1) == labels).float().mean():.2f}%")
         print("tta_below  share_tta  top-1    ms/image")
-        for below in (float(b) for b in a.below.split(",")):
+        for below in (float(b) for b in args.below.split(",")):
             pick = conf < below
             pred = torch.where(pick[:, None], full, one).argmax(1)
             acc = 100 * (pred == labels).float().mean()
             ms, _ = one_image_latency(lambda x, b=below: selective_tta_logits(net, x, 2, b),
-                                      data.test_x, a.images, device)
+                                      data.test_x, args.images, device)
             print(f"{below:9.2f}  {100 * pick.float().mean():8.1f}%  {acc:.2f}%  {ms:8.3f}")
 
 

@@ -74,8 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog="other arguments go to pytest")
     ap.add_argument("--images", type=int, help="images per round (BENCH_IMAGES)")
     ap.add_argument("--rounds", type=int, help="timed rounds (BENCH_ROUNDS)")
-    a, rest = ap.parse_known_args(argv)
-    return script_entry.run(__file__, {"BENCH_IMAGES": a.images, "BENCH_ROUNDS": a.rounds}, pytest_args=rest)
+    args, rest = ap.parse_known_args(argv)
+    return script_entry.run(__file__, {"BENCH_IMAGES": args.images, "BENCH_ROUNDS": args.rounds},
+                            pytest_args=rest)
 
 
 if __name__ == "__main__":

@@ -79,19 +79,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("models", nargs="+", help="weights written by --save-model")
     ap.add_argument("--below", type=float, default=0.8, help="selective-TTA threshold (1 = every image)")
-    a = ap.parse_args()
+    args = ap.parse_args()
     cfg = Config()
     data = prepare_data(load_cifar10(None, allow_download=False), cfg, torch.device("cpu"))
     scores: dict[str, list[float]] = {name: [] for name in SETS}
-    for path in a.models:
+    for path in args.models:
         logits = view_logits(path, data, cfg)
         one = logits[(0, 0, False)]
-        unsure = (one.softmax(1).amax(1) < a.below)[:, None]
+        unsure = (one.softmax(1).amax(1) < args.below)[:, None]
         for name, weights in SETS.items():
             full = sum(w * logits[k] for k, w in weights.items())
             pred = torch.where(unsure, full, one).argmax(1)
             scores[name].append(100 * (pred == data.test_labels).float().mean().item())
-    print(f"tta_below {a.below}; top-1 % per model, then the mean")
+    print(f"tta_below {args.below}; top-1 % per model, then the mean")
     for name, s in scores.items():
         print(f"{name:30s} " + " ".join(f"{v:6.2f}" for v in s) + f"   mean {sum(s) / len(s):.3f}")
 

@@ -59,17 +59,17 @@ def main(argv: list[str] | None = None) -> int:
                     help="steps timed without the profiler after profiling (0 = skip)")
     ap.add_argument("--cached-peaks", action="store_true",
                     help="use the cached CPU peaks instead of re-measuring them now")
-    a = ap.parse_args(argv)
-    torch.set_num_threads(a.threads)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
     load_before = os.getloadavg()
-    peaks = cpu_peaks(refresh=not a.cached_peaks, budget_s=1.0)
-    step, model = build_step(a.batch_size, not a.fp32)
+    peaks = cpu_peaks(refresh=not args.cached_peaks, budget_s=1.0)
+    step, model = build_step(args.batch_size, not args.fp32)
     t0 = time.perf_counter()
-    out = roofline.profile_training(step, a.steps, a.out, warmup=a.warmup, device="cpu")
+    out = roofline.profile_training(step, args.steps, args.out, warmup=args.warmup, device="cpu")
     wall = time.perf_counter() - t0
     # the same step without the profiler: the wall-clock rate a user gets
     times = []
-    for _ in range(a.timed_steps):
+    for _ in range(args.timed_steps):
         t1 = time.perf_counter()
         step()
         times.append(time.perf_counter() - t1)
@@ -83,17 +83,17 @@ def main(argv: list[str] | None = None) -> int:
         unprofiled = {
             "best_step_s": wall_step,
             "step_s": times,
-            "img_per_s": a.batch_size / wall_step,
+            "img_per_s": args.batch_size / wall_step,
             "flops_per_s": t["flops_per_step"] / wall_step,
             "fraction_of_peak": t["flops_per_step"] / wall_step / t["main_peak_flops_per_s"],
         }
     conditions = {
         "command": "python benchmarks/roofline_cifar_step.py " + " ".join(argv or []),
-        "threads": a.threads,
-        "batch_size": a.batch_size,
-        "bf16_autocast": not a.fp32,
-        "steps": a.steps,
-        "warmup": a.warmup,
+        "threads": args.threads,
+        "batch_size": args.batch_size,
+        "bf16_autocast": not args.fp32,
+        "steps": args.steps,
+        "warmup": args.warmup,
         "loadavg_before": load_before,
         "loadavg_after": load_after,
         "wall_s_including_warmup_and_reporting": wall,
@@ -103,9 +103,9 @@ def main(argv: list[str] | None = None) -> int:
         "unprofiled": unprofiled,
     }
     (out / "conditions.json").write_text(json.dumps(conditions, indent=1))
-    print(f"op time per step {step_s * 1e3:.1f} ms = {a.batch_size / step_s:.0f} img/s; "
+    print(f"op time per step {step_s * 1e3:.1f} ms = {args.batch_size / step_s:.0f} img/s; "
           f"{t['flops_per_step'] / 1e9:.1f} GFLOP/step "
-          f"({t['flops_per_step'] / a.batch_size / (2 * macs_per_image(model)):.2f}x the forward); "
+          f"({t['flops_per_step'] / args.batch_size / (2 * macs_per_image(model)):.2f}x the forward); "
           f"{t['flops_per_s'] / 1e9:.1f} GFLOP/s = {t['fraction_of_peak']:.1%} of the "
           f"{t['main_precision']} peak; counted {t['coverage']:.2%} of op time; "
           f"load {load_before[0]:.2f} -> {load_after[0]:.2f}")

@@ -29,9 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     ours, trainer_args = split_trainer_args(argv)
 
     def command() -> int:
-        a = build_parser().parse_args(ours)
-        a.trainer_args = trainer_args
-        return a.command_fn(a)
+        args = build_parser().parse_args(ours)
+        args.trainer_args = trainer_args
+        return args.command_fn(args)
 
     return cli.guarded(PROG, command)
 

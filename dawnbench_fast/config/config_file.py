@@ -38,14 +38,14 @@ def compile_choice(flag: bool | None) -> str:
 
 def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
     """``parser.parse_args(argv)`` plus ``given``: the dests the command line set."""
-    a = parser.parse_args(argv)
+    args = parser.parse_args(argv)
     # argparse fills in a default only where the namespace lacks the attribute,
     # so a namespace of sentinels shows which dests the command line set.
     # List-valued dests (--set, appended to) always apply and are left out.
-    dests = {act.dest for act in parser._actions if not isinstance(getattr(a, act.dest, None), list)}
+    dests = {act.dest for act in parser._actions if not isinstance(getattr(args, act.dest, None), list)}
     probe = parser.parse_args(argv, namespace=argparse.Namespace(**dict.fromkeys(dests, _UNSET)))
-    a.given = {d for d in dests if getattr(probe, d, _UNSET) is not _UNSET}
-    return a
+    args.given = {d for d in dests if getattr(probe, d, _UNSET) is not _UNSET}
+    return args
 
 
 def read_config(path: str, config_type: type) -> dict[str, Any]:

@@ -160,14 +160,14 @@ def test_set_overrides_fields():
 
 
 def test_a_named_recipe_gives_its_values_and_flags_win_over_them():
-    a = cifar.build_parser().parse_args(["--recipe", "hiverge"])
-    assert (cifar.config_from_args(a).batch_size, cifar.config_from_args(a).epochs) == (1536, 7.63)
-    a = cifar.build_parser().parse_args(["--recipe", "hiverge", "--batch-size", "1000", "--epochs", "8"])
-    cfg = cifar.config_from_args(a)
+    args = cifar.build_parser().parse_args(["--recipe", "hiverge"])
+    assert (cifar.config_from_args(args).batch_size, cifar.config_from_args(args).epochs) == (1536, 7.63)
+    args = cifar.build_parser().parse_args(["--recipe", "hiverge", "--batch-size", "1000", "--epochs", "8"])
+    cfg = cifar.config_from_args(args)
     assert (cfg.batch_size, cfg.epochs, type(cfg.epochs), cfg.act) == (1000, 8, int, "silu")
     assert cifar.config_from_args(cifar.build_parser().parse_args([])).batch_size == 1536
-    a = cifar.build_parser().parse_args(["--recipe", "airbench94_muon"])
-    assert (cifar.config_from_args(a).batch_size, cifar.config_from_args(a).act) == (2000, "gelu")
+    args = cifar.build_parser().parse_args(["--recipe", "airbench94_muon"])
+    assert (cifar.config_from_args(args).batch_size, cifar.config_from_args(args).act) == (2000, "gelu")
 
 
 def test_show_config_prints_the_resolved_config():

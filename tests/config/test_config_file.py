@@ -36,8 +36,8 @@ def test_show_config_output_comes_back_the_same(tmp_path, capsys):
     assert cfg["widths"] == [32, 64, 64] and cfg["progressive"] == [24, 24]
     assert cfg["extra"] == {"recipe": "hiverge"} and cfg["download"] is False
     # the same object, not only the same JSON: tuples are tuples again, ints stay ints
-    a = config_file.parse_args(cifar.build_parser(), ["--config", str(tmp_path / "cfg.json")])
-    assert cifar.config_from_args(a) == cifar.config_from_args(cifar.build_parser().parse_args(RECIPE))
+    args = config_file.parse_args(cifar.build_parser(), ["--config", str(tmp_path / "cfg.json")])
+    assert cifar.config_from_args(args) == cifar.config_from_args(cifar.build_parser().parse_args(RECIPE))
 
 
 def test_flags_given_beside_the_file_override_it(tmp_path, capsys):
@@ -51,9 +51,9 @@ def test_flags_given_beside_the_file_override_it(tmp_path, capsys):
 
 
 def test_which_flags_were_given():
-    a = config_file.parse_args(cifar.build_parser(), ["--seed", "0", "--no-download", "--set", "x=1"])
-    assert {"seed", "no_download"} <= a.given and not {"epochs", "target", "recipe", "set"} & a.given
-    assert a.seed == 0 and a.set == ["x=1"] and a.target == 0.94  # parsed as without the probe
+    args = config_file.parse_args(cifar.build_parser(), ["--seed", "0", "--no-download", "--set", "x=1"])
+    assert {"seed", "no_download"} <= args.given and not {"epochs", "target", "recipe", "set"} & args.given
+    assert args.seed == 0 and args.set == ["x=1"] and args.target == 0.94  # parsed as without the probe
 
 
 def test_a_summary_json_gives_its_base_config(tmp_path, capsys):

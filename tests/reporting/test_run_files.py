@@ -75,8 +75,8 @@ def test_without_the_flags_the_fields_are_as_before():
     base = bench.train_json(author="dawnbench_fast", email="", model="m", hardware="h",
                             cost_per_hour=None, log_filename="x.tsv", misc={})
     assert base["codeURL"] == bench.CODE_URL
-    a = cifar.build_parser().parse_args([])
-    assert (a.author, a.email, a.code_url, a.hardware) == ("dawnbench_fast", "", None, None)
+    args = cifar.build_parser().parse_args([])
+    assert (args.author, args.email, args.code_url, args.hardware) == ("dawnbench_fast", "", None, None)
 
 
 def test_epoch_log_has_a_line_per_epoch(tiny_run):

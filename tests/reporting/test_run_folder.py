@@ -14,12 +14,12 @@ from dawnbench_fast.config.overrides import ConfigError
 from dawnbench_fast.runner import cli
 
 
-def resolved_out(args: list[str], default: Path) -> Path:
+def resolved_out(argv: list[str], default: Path) -> Path:
     """--out as the CLI resolves it, with the default parent moved to ``default``."""
-    a = cifar.build_parser().parse_args(args)
-    a.default_out = str(default)
-    cli.check_run_args(a)
-    return Path(a.out)
+    args = cifar.build_parser().parse_args(argv)
+    args.default_out = str(default)
+    cli.check_run_args(args)
+    return Path(args.out)
 
 
 def test_the_default_command_twice_gets_two_folders(tmp_path):

@@ -158,8 +158,8 @@ def run_folder(change: dict | None = None, truncate: bool = False) -> Callable[[
     case's own command (``change``: fields that differ; ``truncate``: cut)."""
     def make(tmp: Path) -> Path:
         out = tmp / "out"
-        a = cifar.build_parser().parse_args([*BASE, "--data-dir", str(cifar_dir()), "--out", str(out)])
-        config = dataclasses.asdict(dataclasses.replace(cifar.config_from_args(a), **(change or {})))
+        args = cifar.build_parser().parse_args([*BASE, "--data-dir", str(cifar_dir()), "--out", str(out)])
+        config = dataclasses.asdict(dataclasses.replace(cifar.config_from_args(args), **(change or {})))
         checkpoint.save_run(out / checkpoint.RUN_CHECKPOINT, config=config, task_state={},
                             loop={"rows": [], "tta_seconds": None, "tta_epoch": None, "epochs_done": 0},
                             phases={}, wall_start=0.0, resumes=0)
