@@ -47,7 +47,7 @@ from dawnbench_fast.csrc.engine import (
     ptr,
     stream_ptr,
 )
-from dawnbench_fast.layer_ops import check_bias_act
+from dawnbench_fast.layer_ops import check_bias_act, register_bias_act_autograd
 from dawnbench_fast.roofline.registry import register_flop_formulas
 
 
@@ -118,19 +118,7 @@ def _(dy, x, bias, act):
     return dx, x.new_empty((x.shape[1],), dtype=torch.float32)
 
 
-def _setup(ctx, inputs, output) -> None:
-    x, bias, act = inputs
-    ctx.save_for_backward(x, bias)
-    ctx.act = act
-
-
-def _backward(ctx, dy):
-    x, bias = ctx.saved_tensors
-    dx, dbias = bias_act_bwd(dy, x, bias, ctx.act)
-    return dx, dbias.to(bias.dtype), None
-
-
-bias_act_fwd.register_autograd(_backward, setup_context=_setup)
+register_bias_act_autograd(bias_act_fwd, bias_act_bwd)
 
 
 def bias_act(x: torch.Tensor, bias: torch.Tensor, act: str = "gelu") -> torch.Tensor:

@@ -56,6 +56,24 @@ def check_bias_act(op: str, x: torch.Tensor, bias: torch.Tensor, act: str) -> Ac
     return a
 
 
+def register_bias_act_autograd(forward, backward) -> None:
+    """The autograd of a face of ``bias_act``, the same for every face: its
+    custom op ``forward(x, bias, act)`` saves x and bias, and its ``backward(dy,
+    x, bias, act) -> (dx, fp32 dbias)`` gives the gradients (dbias in the
+    bias's dtype)."""
+    def setup(ctx, inputs, output) -> None:
+        x, bias, act = inputs
+        ctx.save_for_backward(x, bias)
+        ctx.act = act
+
+    def grad(ctx, dy):
+        x, bias = ctx.saved_tensors
+        dx, dbias = backward(dy, x, bias, ctx.act)
+        return dx, dbias.to(bias.dtype), None
+
+    forward.register_autograd(grad, setup_context=setup)
+
+
 def bias_act(x: torch.Tensor, bias: torch.Tensor, act: str = "gelu") -> torch.Tensor:
     """act(x + bias[None, :, None, None]) computed in fp32 and rounded once to
     x's dtype, in x's memory format (channels_last stays channels_last)."""

@@ -33,7 +33,7 @@ from dawnbench_fast.kernels.activations import act_grad, apply_act
 from dawnbench_fast.kernels.bias_act_costs import COSTS
 from dawnbench_fast.kernels.launches import new_output, record
 from dawnbench_fast.layer_ops import bias_act as reference
-from dawnbench_fast.layer_ops import check_bias_act
+from dawnbench_fast.layer_ops import check_bias_act, register_bias_act_autograd
 from dawnbench_fast.roofline.registry import register_flop_formulas
 
 __all__ = ["bias_act", "bias_act_bwd", "bias_act_bwd_kernel", "bias_act_fwd", "bias_act_fwd_kernel",
@@ -182,19 +182,7 @@ def _(dy, x, bias, act):
     return dx, x.new_empty((x.shape[1],), dtype=torch.float32)
 
 
-def _setup(ctx, inputs, output) -> None:
-    x, bias, act = inputs
-    ctx.save_for_backward(x, bias)
-    ctx.act = act
-
-
-def _backward(ctx, dy):
-    x, bias = ctx.saved_tensors
-    dx, dbias = bias_act_bwd(dy, x, bias, ctx.act)
-    return dx, dbias.to(bias.dtype), None
-
-
-bias_act_fwd.register_autograd(_backward, setup_context=_setup)
+register_bias_act_autograd(bias_act_fwd, bias_act_bwd)
 
 
 @dispatch.register("bias_act", "triton")
