@@ -128,15 +128,6 @@ extern "C" __global__ void bias_act_dbias_finalize(const float* partial, int P, 
 #if !defined(__CUDACC_RTC__)
 #include "cuda_launchers.h"
 
-namespace {
-
-unsigned int bias_act_blocks(long long total) {
-  const long long b = (total + 255) / 256;
-  return static_cast<unsigned int>(b < 8192 ? (b > 0 ? b : 1) : 8192);
-}
-
-}  // namespace
-
 extern "C" int dbf_bias_act_forward_cuda(int dtype, const void* x, const float* bias, void* y,
                                          int N, int C, int HW, int channels_last, int act,
                                          void* stream) {
@@ -144,7 +135,7 @@ extern "C" int dbf_bias_act_forward_cuda(int dtype, const void* x, const float* 
   typedef dbf::u16 h;
   const long long total = static_cast<long long>(N) * C * HW;
   const int inner = channels_last ? 1 : HW;
-  const unsigned int g = bias_act_blocks(total);
+  const unsigned int g = dbf_elementwise_blocks(total);
   switch (dtype) {
     case dbf::kBF16:
       bias_act_fwd_bf16<<<g, 256, 0, s>>>(static_cast<const h*>(x), bias, static_cast<h*>(y),

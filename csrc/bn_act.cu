@@ -275,12 +275,6 @@ extern "C" __global__ void bn_bwd_finalize(const float* partial, int P, int C, l
 
 namespace {
 
-// Grid-stride elementwise launches: enough blocks to fill any current GPU.
-unsigned int elementwise_blocks(long long total) {
-  const long long b = (total + 255) / 256;
-  return static_cast<unsigned int>(b < 8192 ? (b > 0 ? b : 1) : 8192);
-}
-
 dim3 partial_grid(int C, int P, int cl) {
   return cl ? dim3((C + 31) / 32, P) : dim3(C, P);
 }
@@ -323,15 +317,15 @@ extern "C" int dbf_bn_act_forward_cuda(int dtype, const void* x, void* y, float*
   const int chan_div = cl ? 1 : HW;
   switch (dtype) {
     case dbf::kBF16:
-      bn_act_fwd_bf16<<<elementwise_blocks(total), 256, 0, s>>>(
+      bn_act_fwd_bf16<<<dbf_elementwise_blocks(total), 256, 0, s>>>(
           static_cast<const h*>(x), static_cast<h*>(y), stats, total, C, chan_div, act);
       break;
     case dbf::kF16:
-      bn_act_fwd_f16<<<elementwise_blocks(total), 256, 0, s>>>(
+      bn_act_fwd_f16<<<dbf_elementwise_blocks(total), 256, 0, s>>>(
           static_cast<const h*>(x), static_cast<h*>(y), stats, total, C, chan_div, act);
       break;
     default:
-      bn_act_fwd_f32<<<elementwise_blocks(total), 256, 0, s>>>(
+      bn_act_fwd_f32<<<dbf_elementwise_blocks(total), 256, 0, s>>>(
           static_cast<const float*>(x), static_cast<float*>(y), stats, total, C, chan_div, act);
   }
   return static_cast<int>(cudaGetLastError());
@@ -347,7 +341,7 @@ extern "C" int dbf_bn_act_backward_cuda(int dtype, const void* x, const void* dy
   const int cl = channels_last;
   const int chan_div = cl ? 1 : HW;
   const dim3 pg = partial_grid(C, P, cl), pb = partial_block(cl);
-  const unsigned int eb = elementwise_blocks(total);
+  const unsigned int eb = dbf_elementwise_blocks(total);
   switch (dtype) {
     case dbf::kBF16:
       bn_bwd_partial_bf16<<<pg, pb, 0, s>>>(static_cast<const h*>(x), static_cast<const h*>(dy),

@@ -39,3 +39,10 @@ int dbf_gemm_mma_cuda(int dtype, const void* A, const void* B, float* C, int M, 
                       int lda, int ldb, int ldc, void* stream);
 
 }
+
+// Blocks of 256 threads for a grid-stride element-wise launch over `total`
+// elements: enough to fill any current GPU (at most 8192), at least one.
+inline unsigned int dbf_elementwise_blocks(long long total) {
+  const long long b = (total + 255) / 256;
+  return static_cast<unsigned int>(b < 8192 ? (b > 0 ? b : 1) : 8192);
+}
