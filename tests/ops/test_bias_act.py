@@ -11,8 +11,6 @@ has no bf16 arithmetic, and the kernels widen everything to fp32 first.
 
 from __future__ import annotations
 
-import zlib
-
 import pytest
 import torch
 
@@ -20,7 +18,7 @@ from dawnbench_fast import dispatch
 from dawnbench_fast.csrc import bias_act as csrc_bias_act
 from dawnbench_fast.csrc import native
 from dawnbench_fast.csrc.engine import DTYPE_CODES
-from dawnbench_fast.kernels import launch_counts, launches
+from dawnbench_fast.kernels import launch_counts
 from dawnbench_fast.kernels.launches import poisoned_outputs
 from dawnbench_fast.vocabulary import ACTIVATIONS, activation
 
@@ -32,16 +30,7 @@ TOL = {torch.float32: (1e-5, 1e-5), torch.bfloat16: (1.6e-2, 1.6e-2), torch.floa
 LAYOUTS = ["nchw", "nhwc", "strided"]
 
 
-@pytest.fixture(autouse=True)
-def _seed(request):
-    """Random (never zero) inputs, reproducible per test id."""
-    torch.manual_seed(zlib.crc32(request.node.nodeid.encode()))
-
-
-@pytest.fixture(autouse=True)
-def _small_tiles(monkeypatch):
-    """16-row Triton tiles: several tiles and programs per test, masked edges."""
-    monkeypatch.setattr(launches, "INTERPRETER_ROWS", 16)
+pytestmark = pytest.mark.usefixtures("seed_from_test_id", "small_interpreter_tiles")
 
 
 def _input(shape, dtype, layout, device="cpu"):

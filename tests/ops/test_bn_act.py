@@ -29,16 +29,7 @@ from dawnbench_fast.vocabulary import activation
 reference = dispatch.reference("bn_act")
 
 
-@pytest.fixture(autouse=True)
-def _seed(request):
-    """Random (never zero) inputs, reproducible per test id."""
-    torch.manual_seed(zlib.crc32(request.node.nodeid.encode()))
-
-
-@pytest.fixture(autouse=True)
-def _small_tiles(monkeypatch):
-    """16-row Triton tiles: several tiles and programs per test, masked edges."""
-    monkeypatch.setattr(launches, "INTERPRETER_ROWS", 16)
+pytestmark = pytest.mark.usefixtures("seed_from_test_id", "small_interpreter_tiles")
 
 
 @pytest.fixture

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import copy
 import subprocess
-import zlib
 
 import pytest
 import torch
@@ -32,14 +31,10 @@ from dawnbench_fast.csrc import build, conv_group, native
 from dawnbench_fast.models.layers import BatchNorm, ConvGroup
 
 reference_bn_act = dispatch.reference("bn_act")
-pytestmark = pytest.mark.skipif(native.unavailable_reason() is not None,
-                                reason=f"no C++ build: {native.unavailable_reason()}")
+pytestmark = [pytest.mark.skipif(native.unavailable_reason() is not None,
+                                 reason=f"no C++ build: {native.unavailable_reason()}"),
+              pytest.mark.usefixtures("seed_from_test_id")]
 SHAPES = [(3, 13, 7, 9), (2, 70, 6, 5), (4, 24, 31, 31)]  # the last one runs the OpenMP path
-
-
-@pytest.fixture(autouse=True)
-def _seed(request):
-    torch.manual_seed(zlib.crc32(request.node.nodeid.encode()))
 
 
 _NEW_OUTPUT, _CODES = csrc_bn_act.new_output, pba._codes

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import copy
 import json
-import zlib
 
 import pytest
 import torch
@@ -32,12 +31,7 @@ from dawnbench_fast.models.layers import ConvGroup
 
 conv_group_ref = dispatch.reference("conv_group")
 conv3x3_reference, conv3x3_wgrad_reference = tk.conv3x3_reference, tk.conv3x3_wgrad_reference
-
-
-@pytest.fixture(autouse=True)
-def _seed(request):
-    """Random (never zero) inputs, reproducible per test id."""
-    torch.manual_seed(zlib.crc32(request.node.nodeid.encode()))
+pytestmark = pytest.mark.usefixtures("seed_from_test_id")
 
 
 @pytest.fixture(autouse=True)
@@ -46,6 +40,7 @@ def _small_tiles(monkeypatch):
     masked partial tiles at the end."""
     monkeypatch.setattr(tk, "INTERPRETER_CONV_BLOCK_M", 32)
     monkeypatch.setattr(launches, "INTERPRETER_ROWS", 16)
+
 
 TOL = {torch.float32: (1e-4, 1e-4), torch.float16: (1e-2, 1e-2), torch.bfloat16: (5e-2, 5e-2)}
 

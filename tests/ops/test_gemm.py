@@ -8,8 +8,6 @@ only (no bf16 arithmetic in the interpreter)."""
 
 from __future__ import annotations
 
-import zlib
-
 import pytest
 import torch
 
@@ -23,9 +21,7 @@ from dawnbench_fast.newton_schulz import NS_COEFFS
 reference = dispatch.reference("newton_schulz")
 
 
-@pytest.fixture(autouse=True)
-def _seed(request):
-    torch.manual_seed(zlib.crc32(request.node.nodeid.encode()))
+pytestmark = pytest.mark.usefixtures("seed_from_test_id")
 
 
 @pytest.fixture
