@@ -125,8 +125,11 @@ def part_ops(suite: Suite, args: argparse.Namespace) -> None:
     against torch eager (benchmarks/gpu_suite_ops.py)."""
     import gpu_suite_ops
 
+    ops = set(args.ops.split(",")) if args.ops else None
+    # an ops part split over commands (--ops) keeps the other ops' cases of the earlier ones
+    earlier = (suite.data["parts"].get("ops") or {}).get("cases", []) if ops else []
     rec = suite.part("ops")
-    rec["cases"] = []
+    rec["cases"] = [c for c in earlier if c["op"] not in ops] if ops else []
 
     def add(case: dict) -> None:
         rec["cases"].append(case)
@@ -134,10 +137,25 @@ def part_ops(suite: Suite, args: argparse.Namespace) -> None:
         shown = "n/a" if case.get("median_ms") is None else f"{case['median_ms']:.4f} ms"
         suite.log(f"[ops] {case['case']} {case['impl']}: {shown} {case.get('status', '')}")
 
-    ops = set(args.ops.split(",")) if args.ops else None
     rec.update(gpu_suite_ops.run_cases(add, dry_run=suite.dry_run, deadline=lambda: suite.left() < 5,
                                        ops=ops))
+    write_winners(suite, Path(args.winners_out) if args.winners_out else suite.out / "kernel_winners.json")
     suite.end("ops", "stopped at the budget" if rec.get("stopped") else "done")
+
+
+def write_winners(suite: Suite, path: Path) -> None:
+    """The committed winners table with this GPU's entry from the ops part
+    merged in (kernel_winners.py): copy it to dawnbench_fast/kernel_winners.json
+    and commit it, and ``--kernels auto`` takes these winners on this GPU model.
+    An ops part split over two commands (``--ops``) merges its cases first."""
+    from dawnbench_fast import kernel_winners
+
+    name = "dry run (no GPU)" if suite.dry_run else None
+    table = kernel_winners.updated_table(kernel_winners.load_table(), suite.data, name)
+    kernel_winners.write_table(table, path)
+    gpu = name or suite.data["environment"]["gpu"]["name"]
+    picks = ", ".join(f"{op}: {r['winner']}" for op, r in table["gpus"][gpu]["ops"].items())
+    suite.log(f"[ops] winners on {gpu} ({picks}) written to {path}")
 
 
 # -- command line ---------------------------------------------------------------------------------
@@ -168,6 +186,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--ncu-kernels", type=int, default=5, help="roofline part: top kernels ncu measures")
     p.add_argument("--ops", metavar="OP[,OP]", help="ops part: only these catalogued ops (default: all; "
                    "torch.compile compiles each case, so a slow host may need two commands)")
+    p.add_argument("--winners-out", metavar="PATH",
+                   help="ops part: where the winners table goes (default DIR/kernel_winners.json): the "
+                        "committed table with this GPU's entry merged in, to copy to "
+                        "dawnbench_fast/kernel_winners.json")
     p.add_argument("--rebuild", action="store_true", help="build part: build even if the extension loads")
     p.add_argument("--trainer-args", nargs=argparse.REMAINDER, default=[],
                    help="the rest of the line goes to every trainer command (last flag)")

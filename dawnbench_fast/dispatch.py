@@ -21,7 +21,9 @@ Rules (docs/ARCHITECTURE.md, "Design rules"):
   and the shape-tuned oneDNN convolution (conv_group, csrc/conv_group.py).
   Without the C++ build ``--kernels cpu`` is an error, not numba and torch
   in its place.
-- ``auto``: the first backend of :data:`AUTO_ORDER` that can run here.
+- ``auto``: on the CPU, the first backend of :data:`AUTO_ORDER` that can run
+  here; on a GPU, each op's measured winner on that GPU model
+  (kernel_winners.json), torch's on a GPU the table does not list.
 Asking for a backend that cannot run here raises :class:`KernelsUnavailable`
 with a one-line message; there is never a silent fallback. An op that a chosen
 backend does not implement uses the reference, and :func:`op_table` says so.
@@ -118,9 +120,42 @@ _PROVIDERS: dict[str, list[str]] = {
 # least as fast as the reference on that device type, op for op, belong here
 # (docs/PERFORMANCE.md). cpu: the csrc CPU build of bn_act and augment and the
 # shape-tuned conv beat torch on the 2-core EPYC ("CPU kernels of the training
-# step", "CUDA C++ kernels and their CPU build"). cuda: triton and cuda lost to
-# torch on the one H100 measured ("Triton and CUDA C++ kernels on an H100"), so the reference.
+# step", "CUDA C++ kernels and their CPU build"). cuda: not an order but a
+# table, op by op and GPU model by GPU model (kernel_winners.py), whose
+# fallback is the reference.
 AUTO_ORDER: dict[str, list[str]] = {"cuda": ["torch"], "cpu": ["cpu", "torch"]}
+
+
+class PerOpBackend(str):
+    """``--kernels auto`` on a GPU: a backend per op, from the measured winners
+    table (kernel_winners.py). Its string is ``"per-op"`` when the ops' backends
+    differ from torch, else ``"torch"``; ``choices`` maps op -> backend and
+    ``why`` op -> the measurement (or its absence) behind the choice."""
+
+    choices: dict[str, str]
+    why: dict[str, str]
+
+    def __new__(cls, choices: dict[str, str], why: dict[str, str]) -> PerOpBackend:
+        self = super().__new__(cls, "torch" if set(choices.values()) <= {"torch"} else "per-op")
+        self.choices, self.why = dict(choices), dict(why)
+        return self
+
+    def __reduce__(self):  # pickles (checkpoints, spawn) as itself, not as a plain str
+        return (PerOpBackend, (self.choices, self.why))
+
+
+def _auto_on_gpu(device: torch.device, table: dict | None = None) -> PerOpBackend:
+    """Each op's backend from the winners table for this GPU; a winner that
+    cannot run here (no extension build, no Triton) gives way to torch's."""
+    from dawnbench_fast import kernel_winners
+
+    table = kernel_winners.load_table() if table is None else table
+    picked, why = kernel_winners.choices(kernel_winners.gpu_name(device), CATALOGUE, table)
+    for op, b in picked.items():
+        reason = None if b == "torch" else unavailable_reason(b, device)
+        if reason is not None:
+            picked[op], why[op] = "torch", f"{why[op]}; {b} cannot run here ({reason}): torch's"
+    return PerOpBackend(picked, why)
 
 
 def _qualified(fn: Callable[..., Any]) -> str:
@@ -188,6 +223,8 @@ def resolve_backend(choice: str, device: torch.device | str) -> str:
     requested backend cannot run on ``device``.
     """
     device = torch.device(device)
+    if choice == "auto" and device.type == "cuda":
+        return _auto_on_gpu(device)
     if choice == "auto":
         for backend in AUTO_ORDER.get(device.type, ["torch"]):
             if unavailable_reason(backend, device) is None:
@@ -210,6 +247,8 @@ def reference(op: str) -> Callable[..., Any]:
 
 
 def _served(op: str, backend: str) -> tuple[str, Callable[..., Any]]:
+    if isinstance(backend, PerOpBackend):
+        backend = backend.choices.get(op, "torch")
     if backend not in KERNEL_CHOICES or backend == "auto":
         raise ValueError(f"backend {backend!r} is not concrete; resolve --kernels with resolve_backend first")
     if backend != "torch" and (op, backend) not in _IMPLS:
@@ -225,9 +264,12 @@ def get_op(op: str, backend: str) -> Callable[..., Any]:
 
 def op_table(backend: str, ops: list[str] | None = None) -> dict[str, dict[str, str]]:
     """For run.json and reports: ``{op: {"backend": <backend that serves it>,
-    "impl": "<module>.<qualname>"}}`` for every catalogued op (or ``ops``)."""
+    "impl": "<module>.<qualname>"}}`` for every catalogued op (or ``ops``);
+    under ``auto`` on a GPU also ``"why"``: the measurement behind the choice."""
     table = {}
     for op in ops if ops is not None else list(CATALOGUE):
         served, fn = _served(op, backend)
         table[op] = {"backend": served, "impl": _qualified(fn)}
+        if isinstance(backend, PerOpBackend) and op in backend.why:
+            table[op]["why"] = backend.why[op]
     return table

@@ -167,3 +167,13 @@ def test_the_ops_part_runs_the_ops_named(tmp_path):
     assert r.returncode == 0, r.stderr
     cases = json.loads((tmp_path / "suite.json").read_text())["parts"]["ops"]["cases"]
     assert {c["op"] for c in cases} == {"bn_act", "linear"}
+    # a second command with other ops keeps the first one's cases, and the
+    # winners table covers both (no medians in a dry run: torch's, the reference)
+    r = suite("--out", str(tmp_path), "--dry-run", "--only", "ops", "--ops", "matmul", timeout=120)
+    assert r.returncode == 0, r.stderr
+    cases = json.loads((tmp_path / "suite.json").read_text())["parts"]["ops"]["cases"]
+    assert {c["op"] for c in cases} == {"bn_act", "linear", "matmul"}
+    table = json.loads((tmp_path / "kernel_winners.json").read_text())
+    rows = table["gpus"]["dry run (no GPU)"]["ops"]
+    assert set(rows) == {"bn_act", "linear", "matmul"}
+    assert {r["winner"] for r in rows.values()} == {"torch"}

@@ -34,6 +34,7 @@ def test_wheel_has_no_top_level_kernels(tmp_path):
     for package in listed:
         assert f"{package.replace('.', '/')}/__init__.py" in names, package
     assert "dawnbench_fast/analyze/cifar10_records.json" in names  # analyze leaderboard reads it
+    assert "dawnbench_fast/kernel_winners.json" in names  # --kernels auto reads it on a GPU
     assert "dawnbench_fast/cifar/task.py" in names and "dawnbench_fast/csrc/engine.py" in names
     cu = [n for n in names if n.startswith("dawnbench_fast/csrc/") and n.endswith(".cu")]
     sources = list((ROOT / "csrc").glob("*.cu"))
