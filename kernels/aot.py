@@ -31,7 +31,7 @@ from dawnbench_fast.kernels.bn_act_backward import (
     bn_act_bwd_apply_kernel,
     bn_act_bwd_reduce_kernel,
 )
-from dawnbench_fast.kernels.bn_act_finalize import bn_finalize_kernel
+from dawnbench_fast.kernels.bn_act_finalize import bn_bwd_coef_kernel, bn_finalize_kernel
 from dawnbench_fast.kernels.bn_act_stats import channel_stats_kernel
 from dawnbench_fast.kernels.conv_group import conv_blocks, wgrad_blocks
 from dawnbench_fast.kernels.conv_group_conv3x3 import conv3x3_fwd_kernel
@@ -145,8 +145,13 @@ def specs(one_per_kernel: bool = False) -> list[KernelSpec]:
                           dict.fromkeys(("psum_ptr", "psumsq_ptr", "weight_ptr", "bias_ptr",
                                          "rmean_ptr", "rvar_ptr", "mean_ptr", "invstd_ptr",
                                          "scale_ptr", "shift_ptr"), "fp32"),
-                          {"TRAINING": True, "UPDATE_RUNNING": True, "BLOCK_C": 256},
-                          floats=("count", "momentum", "eps", "unbias")))
+                          {"TRAINING": True, "UPDATE_RUNNING": True, "BLOCK_P": 64, "BLOCK_C": 64},
+                          floats=("count", "momentum", "eps", "unbias"), num_warps=4))
+    out.append(KernelSpec("bn_bwd_coef", bn_bwd_coef_kernel,
+                          dict.fromkeys(("pg_ptr", "pgx_ptr", "mean_ptr", "invstd_ptr", "scale_ptr",
+                                         "dweight_ptr", "dbias_ptr", "a_ptr", "b_ptr"), "fp32"),
+                          {"TRAINING": True, "BLOCK_P": 64, "BLOCK_C": 64}, floats=("count",),
+                          num_warps=4))
     out.append(KernelSpec("affine_act[bf16,gelu]", affine_act_kernel,
                           {"x_ptr": "bf16", "scale_ptr": "fp32", "shift_ptr": "fp32",
                            "y_ptr": "bf16"}, _rc("bf16"), num_warps=8))

@@ -39,15 +39,20 @@ from dawnbench_fast.kernels.bn_act_backward import (
     bn_act_bwd_reduce_kernel,
 )
 from dawnbench_fast.kernels.bn_act_costs import COSTS
-from dawnbench_fast.kernels.bn_act_finalize import bn_finalize_kernel, bn_finalize_reference
+from dawnbench_fast.kernels.bn_act_finalize import (
+    bn_bwd_coef_kernel,
+    bn_bwd_coef_reference,
+    bn_finalize_kernel,
+    bn_finalize_reference,
+)
 from dawnbench_fast.kernels.bn_act_stats import channel_stats_kernel, channel_stats_reference
 from dawnbench_fast.kernels.launches import new_output, record
 from dawnbench_fast.layer_ops import bn_act as reference
 from dawnbench_fast.roofline.registry import register_flop_formulas
 
 __all__ = ["affine_act", "affine_act_reference", "bn_act", "bn_act_backward_reference", "bn_act_bwd_apply",
-           "bn_act_bwd_reduce", "bn_finalize", "bn_finalize_reference", "channel_stats",
-           "channel_stats_reference", "reference"]
+           "bn_act_bwd_reduce", "bn_bwd_coef_reference", "bn_bwd_coefficients", "bn_finalize",
+           "bn_finalize_reference", "channel_stats", "channel_stats_reference", "reference"]
 
 
 @torch.library.custom_op("dawnbench::channel_stats", mutates_args=())
@@ -87,12 +92,13 @@ def bn_finalize(
     C = weight.shape[0]
     out = [new_output(C, torch.float32, weight.device) for _ in range(4)]
     unbias = count / max(count - 1.0, 1.0)
-    bc = min(256, triton.next_power_of_2(C))
+    bp, bc = _partial_tile(C)
     bn_finalize_kernel[(triton.cdiv(C, bc),)](
         psum, psumsq, psum.shape[0], C, float(count), weight.float().contiguous(),
         bias.float().contiguous(), running_mean, running_var, out[0], out[1], out[2], out[3],
         float(momentum), float(eps), float(unbias),
-        TRAINING=training, UPDATE_RUNNING=update_running and training, BLOCK_C=bc)
+        TRAINING=training, UPDATE_RUNNING=update_running and training, BLOCK_P=bp, BLOCK_C=bc,
+        num_warps=4)
     record("bn_finalize")
     return out[0], out[1], out[2], out[3]
 
@@ -123,10 +129,40 @@ def _(x2d, scale, shift, act):
     return torch.empty_like(x2d)
 
 
+def _partial_tile(c: int) -> tuple[int, int]:
+    """(BLOCK_P, BLOCK_C) of the finalize kernels: 64 partial rows of up to 64
+    channels a step, one program per channel block."""
+    return 64, min(64, triton.next_power_of_2(c))
+
+
+@torch.library.custom_op("dawnbench::bn_bwd_coefficients", mutates_args=())
+def bn_bwd_coefficients(
+    pg: torch.Tensor, pgx: torch.Tensor, mean: torch.Tensor, invstd: torch.Tensor,
+    scale: torch.Tensor, count: float, training: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Partials [P, C] of sum(g), sum(g*x) -> (d weight, d bias, A, B), with
+    dx = g*scale + A + B*x; one launch, summed in a fixed order."""
+    C = pg.shape[1]
+    out = [new_output(C, torch.float32, pg.device) for _ in range(4)]
+    bp, bc = _partial_tile(C)
+    bn_bwd_coef_kernel[(triton.cdiv(C, bc),)](
+        pg, pgx, pg.shape[0], C, float(count), mean, invstd, scale, out[0], out[1], out[2], out[3],
+        TRAINING=training, BLOCK_P=bp, BLOCK_C=bc, num_warps=4)
+    record("bn_bwd_coefficients")
+    return out[0], out[1], out[2], out[3]
+
+
+@bn_bwd_coefficients.register_fake
+def _(pg, pgx, mean, invstd, scale, count, training):
+    e = pg.new_empty((pg.shape[1],), dtype=torch.float32)
+    return e, torch.empty_like(e), torch.empty_like(e), torch.empty_like(e)
+
+
 @torch.library.custom_op("dawnbench::bn_act_bwd_reduce", mutates_args=())
 def bn_act_bwd_reduce(dy: torch.Tensor, x: torch.Tensor, scale: torch.Tensor,
                       shift: torch.Tensor, act: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-channel sum(g) and sum(g*x), g = dy * act'(x*scale+shift), fp32."""
+    """Per-program partials [P, C] (fp32) of sum(g) and sum(g*x), g = dy *
+    act'(x*scale+shift): bn_bwd_coefficients sums them in a fixed order."""
     R, C = x.shape
     x, dy = x.contiguous(), dy.contiguous()
     progs, per = L.reduction_programs(R, L.ew_rows())
@@ -137,13 +173,13 @@ def bn_act_bwd_reduce(dy: torch.Tensor, x: torch.Tensor, scale: torch.Tensor,
                                    ACT=act_code(act), BLOCK_R=L.ew_rows(), BLOCK_C=L.block_c(C),
                                    num_warps=L.EW_WARPS)
     record("bn_act_bwd_reduce")
-    return pg.sum(0), pgx.sum(0)
+    return pg, pgx
 
 
 @bn_act_bwd_reduce.register_fake
 def _(dy, x, scale, shift, act):
-    e = x.new_empty((x.shape[1],), dtype=torch.float32)
-    return e, torch.empty_like(e)
+    p = x.new_empty((torch.library.get_ctx().new_dynamic_size(), x.shape[1]), dtype=torch.float32)
+    return p, torch.empty_like(p)
 
 
 @torch.library.custom_op("dawnbench::bn_act_bwd_apply", mutates_args=())
@@ -187,18 +223,6 @@ def bn_training(bn: torch.nn.BatchNorm2d) -> bool:
     return bn.training or bn.running_mean is None
 
 
-def bn_coefficients(g_sum, gx_sum, mean, invstd, scale, count, training):
-    """From sum(g), sum(g*x): (d weight, d bias, A, B) with dx = g*scale + A + B*x.
-    In training the batch mean/variance depend on x, which A and B carry."""
-    g_xhat = invstd * (gx_sum - mean * g_sum)
-    if not training:
-        z = torch.zeros_like(g_sum)
-        return g_xhat, g_sum, z, z
-    b = -scale * invstd * g_xhat / count
-    a = -scale * g_sum / count - b * mean
-    return g_xhat, g_sum, a, b
-
-
 def finalize(psum, psumsq, count, bn, training):
     """bn_finalize with ``bn``'s parameters and running stats (num_batches_tracked
     counted as nn.BatchNorm2d does): (mean, invstd, scale, shift)."""
@@ -228,8 +252,8 @@ class _BNAct(torch.autograd.Function):
         N, H, W, C = x.shape
         x2d = x.reshape(-1, C)
         training = bn_training(bn)
-        if training:
-            psum, psumsq = channel_stats(x2d, L.deterministic_stats())
+        if training:  # per-program partials, summed in a fixed order: fast and deterministic
+            psum, psumsq = channel_stats(x2d, True)
         else:
             psum = psumsq = empty_f32(x.device)
         mean, invstd, scale, shift = finalize(psum, psumsq, x2d.shape[0], bn, training)
@@ -243,9 +267,9 @@ class _BNAct(torch.autograd.Function):
         x, mean, invstd, scale, shift = ctx.saved_tensors
         C = x.shape[-1]
         dy2 = dy.reshape(-1, C).to(x.dtype)
-        g_sum, gx_sum = bn_act_bwd_reduce(dy2, x.reshape(-1, C), scale, shift, ctx.act)
-        dw, db, a, b = bn_coefficients(g_sum, gx_sum, mean, invstd, scale,
-                                       float(dy2.shape[0]), ctx.training)
+        pg, pgx = bn_act_bwd_reduce(dy2, x.reshape(-1, C), scale, shift, ctx.act)
+        dw, db, a, b = bn_bwd_coefficients(pg, pgx, mean, invstd, scale, float(dy2.shape[0]),
+                                           ctx.training)
         dx = bn_act_bwd_apply(dy.to(x.dtype), x, scale, shift, a, b,
                               torch.empty(0, device=x.device, dtype=torch.int8),
                               list(x.shape), ctx.act)

@@ -26,6 +26,12 @@ def bn_finalize_cost(shapes, dtypes):
     return 2 * arg_numel(p) + 12 * c, 2 * 4 * arg_numel(p) + (4 + 2 + 4) * 4 * c
 
 
+def bn_bwd_coefficients_cost(shapes, dtypes):
+    p = shapes[0]  # [P, C] partials of sum(g), and sum(g*x) beside it
+    c = p[-1]
+    return 2 * arg_numel(p) + 12 * c, 2 * 4 * arg_numel(p) + (3 + 4) * 4 * c
+
+
 def affine_act_cost(shapes, dtypes, concrete=None):
     x = shapes[0]
     flops = (2 + arg_activation(concrete, 3).flops) * arg_numel(x)
@@ -49,6 +55,7 @@ def bn_act_bwd_apply_cost(shapes, dtypes, concrete=None):
 COSTS = {
     "dawnbench::channel_stats": (channel_stats_cost, False),
     "dawnbench::bn_finalize": (bn_finalize_cost, False),
+    "dawnbench::bn_bwd_coefficients": (bn_bwd_coefficients_cost, False),
     "dawnbench::affine_act": (affine_act_cost, False),
     "dawnbench::bn_act_bwd_reduce": (bn_act_bwd_reduce_cost, False),
     "dawnbench::bn_act_bwd_apply": (bn_act_bwd_apply_cost, False),

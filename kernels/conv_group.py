@@ -33,7 +33,7 @@ from dawnbench_fast.kernels.bn_act import (
     affine_act,
     bn_act_bwd_apply,
     bn_act_bwd_reduce,
-    bn_coefficients,
+    bn_bwd_coefficients,
     bn_training,
     empty_f32,
     finalize,
@@ -262,13 +262,13 @@ class ConvGroupFn(torch.autograd.Function):
         C2 = z2.shape[-1]
         dout = dout.to(z2.dtype).contiguous()
         g, gx = bn_act_bwd_reduce(dout.view(-1, C2), z2.view(-1, C2), sc2, sh2, act)
-        dbw2, dbb2, a2, b2 = bn_coefficients(g, gx, mean2, inv2, sc2, count, ctx.training[1])
+        dbw2, dbb2, a2, b2 = bn_bwd_coefficients(g, gx, mean2, inv2, sc2, count, ctx.training[1])
         dz2 = bn_act_bwd_apply(dout, z2, sc2, sh2, a2, b2, no_idx, list(z2.shape), act)
         # second conv: its input act(bn(y1)) is recomputed, not stored
         da1, dw2 = _conv_backward(dz2, y1, w2, True, sc1, sh1, act)
         # first BN + act, scattered back through the max-pool
         g, gx = bn_act_bwd_reduce(da1.view(-1, C1), y1.view(-1, C1), sc1, sh1, act)
-        dbw1, dbb1, a1c, b1c = bn_coefficients(g, gx, mean1, inv1, sc1, count, ctx.training[0])
+        dbw1, dbb1, a1c, b1c = bn_bwd_coefficients(g, gx, mean1, inv1, sc1, count, ctx.training[0])
         dz1 = bn_act_bwd_apply(da1, y1, sc1, sh1, a1c, b1c, idx1,
                                [N, x.shape[1], x.shape[2], C1], act)
         e = empty_f32(x.device)

@@ -113,6 +113,37 @@ def test_triton_bn_finalize_matches_reference(tk, training):
     torch.testing.assert_close(rv, rv2)
 
 
+@pytest.mark.parametrize("parts,chans", [(1, 5), (130, 70)])  # 130 rows: 3 steps of 64; 70: 2 blocks
+def test_triton_bn_finalize_sums_many_partial_rows(tk, parts, chans):
+    s, q = torch.randn(parts, chans), torch.rand(parts, chans) * 4 + 40
+    w, b = torch.rand(chans) + 0.5, torch.randn(chans)
+    rm, rv = torch.randn(chans), torch.rand(chans) + 0.1
+    rm2, rv2 = rm.clone(), rv.clone()
+    n = 40 * parts
+    with poisoned_outputs():
+        got = tk.bn_finalize(s, q, float(n), w, b, rm, rv, 0.1, 1e-5, True, True)
+    want = tk.bn_finalize_reference(s.double().sum(0).float(), q.double().sum(0).float(), n, w, b,
+                                    rm2, rv2, 0.1, 1e-5, True)
+    for g, r in zip(got, want, strict=True):
+        torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close((rm, rv), (rm2, rv2), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("parts,chans", [(3, 5), (130, 70)])
+def test_triton_bn_bwd_coefficients_match_reference(tk, training, parts, chans):
+    pg, pgx = torch.randn(parts, chans), torch.randn(parts, chans) * 3
+    mean, invstd, scale = torch.randn(chans), torch.rand(chans) + 0.2, torch.randn(chans)
+    with poisoned_outputs():
+        got = tk.bn_bwd_coefficients(pg, pgx, mean, invstd, scale, 777.0, training)
+    want = tk.bn_bwd_coef_reference(pg.double().sum(0), pgx.double().sum(0), mean.double(),
+                                    invstd.double(), scale.double(), 777.0, training)
+    for g, r in zip(got, want, strict=True):
+        torch.testing.assert_close(g, r.float(), rtol=2e-5, atol=2e-5)
+    twice = tk.bn_bwd_coefficients(pg, pgx, mean, invstd, scale, 777.0, training)
+    assert all(torch.equal(a, b) for a, b in zip(got, twice, strict=True))  # fixed order
+
+
 @pytest.mark.parametrize("act", ["gelu", "relu", "silu"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_triton_affine_act(tk, act, dtype):

@@ -73,6 +73,8 @@ CALLS = {
     "dawnbench::bn_finalize": lambda: D.bn_finalize(
         _r(2, 8), _r(2, 8).abs() + 64, 64.0, _r(8), _r(8), torch.zeros(8), torch.ones(8),
         0.1, 1e-5, True, True),
+    "dawnbench::bn_bwd_coefficients": lambda: D.bn_bwd_coefficients(
+        _r(3, 8), _r(3, 8), _r(8), _r(8).abs(), _r(8), 64.0, True),
     "dawnbench::affine_act": lambda: D.affine_act(_r(64, 8), _r(8), _r(8), "gelu"),
     "dawnbench::bn_act_bwd_reduce": lambda: D.bn_act_bwd_reduce(_r(64, 8), _r(64, 8), _r(8), _r(8),
                                                                  "gelu"),

@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("triton")
 
 KERNELS = {"conv3x3_fwd_kernel", "conv3x3_wgrad_kernel", "channel_stats_kernel", "bn_finalize_kernel",
+           "bn_bwd_coef_kernel",
            "affine_act_kernel", "bn_act_bwd_reduce_kernel", "bn_act_bwd_apply_kernel",
            "augment_kernel", "gemm_kernel", "bias_act_fwd_kernel", "bias_act_bwd_kernel"}
 

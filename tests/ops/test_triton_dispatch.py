@@ -12,8 +12,9 @@ import torch
 from dawnbench_fast import dispatch
 from dawnbench_fast.kernels import augment_costs, bn_act_costs, conv_group_costs, gemm_costs, launches
 
-OPS = ["channel_stats", "bn_finalize", "affine_act", "bn_act_bwd_reduce", "bn_act_bwd_apply",
-       "conv3x3_fwd", "conv3x3_pool_fwd", "conv3x3_wgrad", "gemm", "gemm_axpby", "augment"]
+OPS = ["channel_stats", "bn_finalize", "bn_bwd_coefficients", "affine_act", "bn_act_bwd_reduce",
+       "bn_act_bwd_apply", "conv3x3_fwd", "conv3x3_pool_fwd", "conv3x3_wgrad", "gemm", "gemm_axpby",
+       "augment"]
 
 
 @pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="needs the Triton interpreter on")
