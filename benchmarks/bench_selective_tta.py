@@ -26,7 +26,8 @@ from dawnbench_fast.cifar.tta import selective_tta_logits, tta_logits
 from dawnbench_fast.data.cifar10 import load_cifar10
 from dawnbench_fast.data.cifar10_device import prepare_data
 from dawnbench_fast.execution.runtime import autocast
-from dawnbench_fast.training.train import batched, one_image_latency
+from dawnbench_fast.training.latency import one_image_latency
+from dawnbench_fast.training.train import batched
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dawnbench_fast import atomic
-from dawnbench_fast.reporting import run_report
+from dawnbench_fast.reporting import run_figures
 
 
 def fmt_time(seconds: float | None) -> str:
@@ -50,7 +50,7 @@ def write_outputs(out: Path, command: str, data: dict, text: str,
     written = [out / f"{command}.json", out / f"{command}.txt"]
     atomic.write_text(written[0], payload)
     atomic.write_text(written[1], text + "\n")
-    plt = run_report.pyplot() if draw is not None else None
+    plt = run_figures.pyplot() if draw is not None else None
     if plt is not None:
         fig = draw(plt)
         buf = io.BytesIO()

@@ -42,8 +42,8 @@ from dawnbench_fast.optim.muon import Muon
 from dawnbench_fast.optim.schedule import set_linear_decay
 from dawnbench_fast.training import checkpoint
 from dawnbench_fast.training.task import (
+    Deployed,
     Evaluation,
-    Predict,
     Splits,
     StepLoss,
     epoch_steps,
@@ -269,12 +269,14 @@ class CifarTask:
             cifar_eval.warm_up(self.model, self.data, cfg, self.device, 0)
 
     @contextmanager
-    def predictor(self, tta: bool) -> Iterator[tuple[Predict, torch.Tensor]]:
-        """The BN-folded net with the TTA views (or one view), no grad, autocast."""
+    def predictor(self, tta: bool) -> Iterator[Deployed]:
+        """The BN-folded net with the TTA views (or one view), no grad, autocast,
+        and the (evaluated) test set with its labels."""
         level = self.cfg.tta_level if tta else 0
         with torch.no_grad(), autocast(self.cfg.precision, self.device):
             net = inference_net(self.model)
-            yield (lambda x: selective_tta_logits(net, x, level, self.cfg.tta_below)), self.data.test_x
+            yield Deployed(lambda x: selective_tta_logits(net, x, level, self.cfg.tta_below),
+                           self.data.test_x, self.data.test_labels, len(self.data.test_x))
 
 
 # -- Saved weights ---------------------------------------------------------

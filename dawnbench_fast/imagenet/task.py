@@ -38,8 +38,8 @@ from dawnbench_fast.models.resnet import ResNet
 from dawnbench_fast.optim.schedule import set_warmup_linear_decay
 from dawnbench_fast.training import checkpoint
 from dawnbench_fast.training.task import (
+    Deployed,
     Evaluation,
-    Predict,
     Splits,
     StepLoss,
     epoch_steps,
@@ -299,22 +299,30 @@ class ImageNetTask:
         return Evaluation(top1, top5, tta, "mirror TTA" if tta else "one view")
 
     @contextmanager
-    def predictor(self, tta: bool) -> Iterator[tuple[Predict, torch.Tensor]]:
+    def predictor(self, tta: bool) -> Iterator[Deployed]:
         """The net in eval mode, no grad, autocast; ``predict`` takes uint8
         images and normalises them on the device (part of the latency). The
-        images: the first ``latency_images`` val images at ``val_res`` (all of
-        val/, one process: rank 0 measures alone)."""
+        images and their labels: the first ``latency_images`` val images at
+        ``val_res`` (all of val/, one process: rank 0 measures alone)."""
         cfg, net = self.cfg, self.net.eval()
-        held, count = [], 0
+        held, labels, count = [], [], 0
         with make_loader(self.data.val, cfg, World(), 1) as loader:
-            for x, _, _ in loader.val_batches(cfg.val_res, cfg.eval_batch_size):
+            for x, y, _ in loader.val_batches(cfg.val_res, cfg.eval_batch_size):
                 held.append(x.to(self.device))
+                labels.append(y)
                 count += len(x)
                 if count >= self.latency_images:
                     break
-        images = torch.cat(held)[: max(1, self.latency_images)]
+        keep = max(1, self.latency_images)
+        images, labels = torch.cat(held)[:keep], torch.cat(labels)[:keep]
         with torch.no_grad(), autocast(cfg.precision, self.device):
-            yield (lambda x: logits(net, normalised(x, self.device), tta)), images
+            yield Deployed(lambda x: logits(net, normalised(x, self.device), tta), images, labels,
+                           len(self.data.val))
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 # -- Saved weights ---------------------------------------------------------

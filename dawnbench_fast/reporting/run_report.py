@@ -1,7 +1,10 @@
-"""The report a person reads after a run: ``accuracy.png`` (test accuracy
-against the time-to-accuracy clock, the target as a horizontal line) and
-``report.html`` (one self-contained page: summary figures, that plot inline,
-the per-epoch table, the config), beside the DAWNBench files.
+"""The report a person reads after a run: ``accuracy.png`` (test accuracy,
+on the metric the target is on, against the time-to-accuracy clock, the
+target as a horizontal line) and ``report.html`` (one self-contained page:
+summary figures with the time to target with and without the warm-up, that
+plot inline, where the time goes as a table and a bar chart, the training
+loss, the per-epoch table, the config), beside the DAWNBench files and
+``report.txt`` (the console summary, written by dawnbench_fast.runner.runs).
 
 Both are made from what the run already wrote (each run folder's run.json and
 epochs.jsonl), so they say nothing the files do not, and a report can be
@@ -13,86 +16,35 @@ written all the same.
 from __future__ import annotations
 
 import base64
-import functools
 import html
-import io
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 from dawnbench_fast import atomic
-from dawnbench_fast.reporting import bench
+from dawnbench_fast.reporting import bench, run_figures
+from dawnbench_fast.reporting.run_figures import Run, metric_label, target_metric
 from dawnbench_fast.reporting.run_log import LOG_NAME, read_log
 
 PLOT_NAME = "accuracy.png"
 HTML_NAME = "report.html"
+TEXT_NAME = "report.txt"  # the console summary, as printed
 
 
-@functools.cache
-def pyplot() -> Any:
-    """matplotlib's pyplot on the Agg backend (files only, no display), or
-    None with a note, once per process, where matplotlib is not installed
-    (this report's plot and the analyses' figures)."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("note: matplotlib is not installed: no accuracy plot (pip install matplotlib)",
-              file=sys.stderr)
-        return None
-    return plt
-
-
-def load_runs(run_dirs: list[Path]) -> list[tuple[dict, list[dict]]]:
+def load_runs(run_dirs: list[Path]) -> list[Run]:
     """(run.json, epochs.jsonl lines) of each finished run folder."""
     return [(json.loads((d / "run.json").read_text()), read_log(d / LOG_NAME)) for d in run_dirs]
 
 
-def plot_png(runs: list[tuple[dict, list[dict]]]) -> bytes | None:
-    """The accuracy-against-clock plot as PNG bytes (None without matplotlib)."""
-    plt = pyplot()
+def figures_png(runs: list[Run]) -> dict[str, bytes]:
+    """The report's figures as PNG bytes by name ("accuracy", "phases",
+    "loss"; a figure with nothing to draw is left out); empty without matplotlib."""
+    plt = run_figures.pyplot()
     if plt is None:
-        return None
-    fig = accuracy_figure(plt, runs)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return buf.getvalue()
-
-
-def accuracy_figure(plt: Any, runs: list[tuple[dict, list[dict]]]) -> Any:
-    """Each run's charged evaluations against the clock, its first to reach
-    the target starred; the target as a horizontal line, always in view."""
-    target = 100 * runs[0][0]["config"]["target"]
-    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
-    accs = [target]
-    for run, _ in runs:
-        res = run["result"]
-        xs = [r["clock_seconds"] for r in res["epochs"]]
-        ys = [100 * r["top1"] for r in res["epochs"]]
-        accs += ys
-        line, = ax.plot(xs, ys, marker="o", ms=4, label=f"seed {res['seed']}: {100 * res['final_top1']:.2f}%")
-        if res["tta_seconds"] is not None:
-            hit = next(r for r in res["epochs"] if r["epoch"] == res["tta_epoch"])
-            ax.plot([hit["clock_seconds"]], [100 * hit["top1"]], marker="*", ms=13, color=line.get_color())
-    if any(run["result"]["tta_seconds"] is not None for run, _ in runs):
-        ax.plot([], [], ls="", marker="*", ms=10, color="gray", label="time to target")
-    ax.axhline(target, color="#c00", ls="--", lw=1, label=f"target {target:.2f}%")
-    low, high = min(accs), max(accs)
-    pad = max(0.5, 0.08 * (high - low))
-    ax.set_ylim(max(0.0, low - pad), min(100.0, high + pad))
-    ax.set_xlabel("clock, s (init + training + charged evaluations)")
-    ax.set_ylabel("test top-1, %")
-    single = all(len(run["result"]["epochs"]) == 1 for run, _ in runs)
-    ax.set_title("test accuracy against the clock" + (" (--eval-every N adds points)" if single else ""),
-                 fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    return fig
+        return {}
+    drawn = {"accuracy": run_figures.accuracy_figure(plt, runs),
+             "phases": run_figures.phase_figure(plt, runs), "loss": run_figures.loss_figure(plt, runs)}
+    return {name: run_figures.png(plt, fig) for name, fig in drawn.items() if fig is not None}
 
 
 def _cells(values: list[Any], tag: str = "td") -> str:
@@ -103,22 +55,41 @@ def _num(v: float | None, fmt: str) -> str:
     return "-" if v is None else format(v, fmt)
 
 
-def summary_table(runs: list[tuple[dict, list[dict]]]) -> str:
-    """One row per run: the figures of the console report."""
-    rows = [_cells(["seed", "top-1 %", "reached target", "time to target s", "epoch", "end clock s",
-                    "train cost USD", "latency ms", "inference entry valid"], "th")]
+def summary_table(runs: list[Run]) -> str:
+    """One row per run: the figures of the console report, the accuracy on
+    the target's metric, the time to target without and with the warm-up."""
+    metric = target_metric(runs[0][0])
+    extra = [] if metric == "top1" else [f"{metric_label(metric)} %"]
+    rows = [_cells(["seed", "top-1 %", *extra, "reached target", "time to target s",
+                    "with the warm-up s", "epoch", "end clock s", "train cost USD", "latency ms",
+                    "inference entry valid"], "th")]
     for run, _ in runs:
         r = run["result"]
-        rows.append(_cells([r["seed"], f"{100 * r['final_top1']:.2f}", r["reached_target"],
-                            _num(r["tta_seconds"], ".1f"), r["tta_epoch"] or "-",
+        rows.append(_cells([r["seed"], f"{100 * r['final_top1']:.2f}",
+                            *([f"{100 * run_figures.final_accuracy(run):.2f}"] if extra else []),
+                            r["reached_target"], _num(r["tta_seconds"], ".1f"),
+                            _num(bench.with_warmup(r), ".1f"), r["tta_epoch"] or "-",
                             _num(r["end_clock_seconds"], ".1f"), _num(r["train_cost_usd"], ".4f"),
                             _num(r["latency_ms"], ".3f"), r["inference_valid"]]))
-    accs = [100 * run["result"]["final_top1"] for run, _ in runs]
+    accs = [100 * run_figures.final_accuracy(run) for run, _ in runs]
     reached = sum(run["result"]["reached_target"] for run, _ in runs)
     m, sd = bench.mean_std(accs)
+    notes = [f"seed {run['result']['seed']}: {bench.latency_accuracy_note(run['result'])}"
+             for run, _ in runs if run["result"].get("latency_top1") is not None]
     return ("<table>" + "\n".join(rows) + "</table>\n"
-            f"<p>final top-1: {m:.2f} +- {sd:.2f}% over {len(runs)} run(s); "
-            f"reached target: {reached}/{len(runs)}</p>")
+            f"<p>final {metric_label(metric)}: {m:.2f} +- {sd:.2f}% over {len(runs)} run(s); "
+            f"reached target: {reached}/{len(runs)}</p>\n"
+            + "".join(f"<p>{html.escape(n)}</p>" for n in notes))
+
+
+def phase_table(runs: list[Run]) -> str:
+    """The console's "where the time goes": mean seconds per run of each
+    phase and of each split of the training step."""
+    where = {"clock": "on the clock", "outside": "outside the clock", "split": "part of train"}
+    rows = [_cells(["phase", "seconds", ""], "th")]
+    rows += [_cells([name.strip(), f"{s:.2f}", where[kind]])
+             for name, s, kind in run_figures.phase_rows(runs)]
+    return "<table>" + "\n".join(rows) + "</table>"
 
 
 def epoch_table(run: dict, log: list[dict]) -> str:
@@ -139,7 +110,7 @@ def epoch_table(run: dict, log: list[dict]) -> str:
     return "<table>" + "\n".join(rows) + "</table>"
 
 
-def gpu_html(runs: list[tuple[dict, list[dict]]]) -> str:
+def gpu_html(runs: list[Run]) -> str:
     """The GPU (driver, clocks, power limit) and each run's energy, where NVML gave them."""
     gpu = runs[0][0].get("gpu") or {}
     parts = [bench.gpu_line(gpu)] if gpu.get("nvml") else []
@@ -158,13 +129,20 @@ pre { background: #f6f6f6; padding: 0.6em; font-size: 12px; overflow-x: auto; }
 img { max-width: 100%; }"""
 
 
-def render_html(runs: list[tuple[dict, list[dict]]], png: bytes | None, title: str) -> str:
-    """The one-page report: no scripts, no external files (the plot is inline)."""
+def _img(figures: dict[str, bytes], name: str, alt: str) -> str:
+    """One figure inline (the page stands alone), or a line saying why it is absent."""
+    if name in figures:
+        return f'<img alt="{alt}" src="data:image/png;base64,{base64.b64encode(figures[name]).decode()}">'
+    if not figures:
+        return "<p>(no plot: matplotlib is not installed)</p>"
+    return f"<p>(no {alt}: the run logged nothing to draw it from)</p>"
+
+
+def render_html(runs: list[Run], figures: dict[str, bytes], title: str) -> str:
+    """The one-page report: no scripts, no external files (the plots are inline)."""
     first = runs[0][0]
     e = html.escape
     target = 100 * first["config"]["target"]
-    plot = (f'<img alt="test accuracy against the clock" src="data:image/png;base64,'
-            f'{base64.b64encode(png).decode()}">' if png else "<p>(no plot: matplotlib is not installed)</p>")
     epochs = "\n".join(f"<h3>seed {run['result']['seed']}</h3>\n{epoch_table(run, log)}" for run, log in runs)
     git = first.get("git") or {}
     return f"""<!doctype html>
@@ -174,7 +152,8 @@ def render_html(runs: list[tuple[dict, list[dict]]], png: bytes | None, title: s
 </style></head><body>
 <h1>{e(title)}</h1>
 <p>{e(str(first["hardware"]))}, device {e(str(first["device"]))}, kernels {e(str(first["kernels_backend"]))},
-precision {e(str(first["config"].get("precision")))}, target {target:.2f}% top-1<br>
+precision {e(str(first["config"].get("precision")))},
+target {target:.2f}% {metric_label(target_metric(first))}<br>
 git {e(str(git.get("sha")))}{" (uncommitted changes)" if git.get("dirty") else ""},
 torch {e(str(first["versions"].get("torch")))}<br>
 command: <code>{e(" ".join(first["command"]))}</code></p>
@@ -182,8 +161,15 @@ command: <code>{e(" ".join(first["command"]))}</code></p>
 <h2>Summary</h2>
 {summary_table(runs)}
 <p>Time to target is DAWNBench's time to accuracy: the clock (init + training + every charged
-evaluation) at the first evaluation that reached the target. The starred point marks it.</p>
-{plot}
+evaluation) at the first evaluation that reached the target. The starred point marks it. The
+warm-up (compilation, kernel choice) is outside the clock, as in the published GPU records;
+"with the warm-up" charges it too.</p>
+{_img(figures, "accuracy", "test accuracy against the clock")}
+<h2>Where the time goes</h2>
+{_img(figures, "phases", "phase-time chart")}
+{phase_table(runs)}
+<h2>Training loss</h2>
+{_img(figures, "loss", "training-loss curve")}
 <h2>Per epoch</h2>
 {epochs}
 <h2>Config</h2>
@@ -198,11 +184,11 @@ def write_report(folder: Path, run_dirs: list[Path], title: str) -> list[Path]:
     """``accuracy.png`` (where matplotlib is installed) and ``report.html`` in
     ``folder``, from the finished runs in ``run_dirs``; returns the paths written."""
     runs = load_runs(run_dirs)
-    png = plot_png(runs)
+    figures = figures_png(runs)
     written = []
-    if png is not None:
+    if "accuracy" in figures:
         with atomic.atomic_path(folder / PLOT_NAME) as tmp:
-            tmp.write_bytes(png)
+            tmp.write_bytes(figures["accuracy"])
         written.append(folder / PLOT_NAME)
-    atomic.write_text(folder / HTML_NAME, render_html(runs, png, title))
+    atomic.write_text(folder / HTML_NAME, render_html(runs, figures, title))
     return [*written, folder / HTML_NAME]

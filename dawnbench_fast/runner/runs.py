@@ -34,8 +34,9 @@ from dawnbench_fast.hardware import gpu_info
 from dawnbench_fast.hardware.machine import load_average
 from dawnbench_fast.reporting import bench, run_log, run_report
 from dawnbench_fast.training import checkpoint
+from dawnbench_fast.training.latency import Latency, measure_latency
 from dawnbench_fast.training.task import Task
-from dawnbench_fast.training.train import LoopResult, Phases, batches_forever, measure_latency, train, warm_up
+from dawnbench_fast.training.train import LoopResult, Phases, batches_forever, train, warm_up
 
 # The warm-up task's seed: apart from any run's (seeds are small non-negative integers).
 WARMUP_SEED = 2**31 - 1
@@ -105,8 +106,11 @@ def run_seeds(recipe: Recipe, cfg: Any, args: argparse.Namespace, device: torch.
             print(bench.run_line(summary, cfg.target), flush=True)
     if not w.main:
         return 0
-    print(bench.report_text(summaries, cfg, args.cost_per_hour, hardware, backend, recipe.dataset,
-                            env["gpu"]))
+    # the console summary, kept: report.txt holds exactly what is printed
+    text = summary_text(ctx, cfg, summaries)
+    print()
+    print(text, end="")
+    atomic.write_text(out / run_report.TEXT_NAME, text)
     if args.runs > 1:
         atomic.write_json(out / "summary.json", {"config": dataclasses.asdict(cfg), "runs": summaries})
         seeds = range(cfg.seed, cfg.seed + args.runs)
@@ -114,6 +118,13 @@ def run_seeds(recipe: Recipe, cfg: Any, args: argparse.Namespace, device: torch.
                                 f"DAWNBench {recipe.dataset} report: seeds {seeds[0]}-{seeds[-1]}")
     print(f"reports written to {out}/")
     return 0
+
+
+def summary_text(ctx: _Context, cfg: Any, summaries: list[dict]) -> str:
+    """The summary of ``summaries`` (run.json results) as printed and as
+    report.txt holds it: the runs, the outcome, where the time goes."""
+    return bench.report_text(summaries, cfg, ctx.args.cost_per_hour, ctx.env["hardware"], ctx.backend,
+                             ctx.recipe.dataset, ctx.env["gpu"]).lstrip("\n") + "\n"
 
 
 @contextmanager
@@ -165,6 +176,8 @@ def run_one(ctx: _Context, cfg: Any, run_dir: Path) -> dict:
         config=dataclasses.asdict(cfg), backend=ctx.backend, ops=ctx.ops, data=ctx.recipe.data,
         result=summary))
     run_report.write_report(run_dir, [run_dir], f"DAWNBench {ctx.recipe.dataset} report: seed {cfg.seed}")
+    if a.runs > 1:  # the seed's own summary (the command's goes above the seeds, as it is printed)
+        atomic.write_text(run_dir / run_report.TEXT_NAME, summary_text(ctx, cfg, [summary]))
     if a.save_model:
         path = Path(a.save_model)
         if a.runs > 1:
@@ -265,10 +278,34 @@ class Inference:
     one_view: dict | None = None  # --latency-one-view: the faster single view, labelled
     top5: float | None = None  # where the recipe measures it (ImageNet's target is top-5)
     metric: str = "top1"  # the accuracy ``valid`` compares with the target
+    latency: Latency | None = None  # the timed loop, with the accuracy of its own predictions
+
+    def loop_record(self) -> dict:
+        """run.json's (and the inference JSON misc's) keys on the latency
+        loop's own predictions: their accuracy over ``latency_images``, the
+        test set's size, and whether they agree with the batched evaluation
+        (null unless the loop saw the whole test set)."""
+        lat = self.latency
+        if lat is None:
+            return {"latency_top1": None, "latency_top5": None, "latency_test_images": None,
+                    "latency_matches_batched": None}
+
+        def same(loop: float | None, batched: float | None) -> bool:
+            # counts, not fractions: equal when the same number of images were right
+            return loop is None or batched is None or round(loop * lat.images) == round(batched * lat.images)
+
+        agree = same(lat.top1, self.top1) and same(lat.top5, self.top5) if lat.whole_test_set else None
+        return {"latency_top1": lat.top1, "latency_top5": lat.top5, "latency_test_images": lat.test_images,
+                "latency_matches_batched": agree}
 
     def misc(self, target: float) -> dict:
         """The inference JSON's misc keys for this entry."""
         out: dict = {"valid": self.valid, "latency_images": self.images, "latency_tta": self.tta}
+        if self.latency is not None:
+            loop = self.loop_record()
+            out.update(loop, latency_note=bench.latency_accuracy_note(
+                {**loop, "latency_images": self.images, "inference_top1": self.top1,
+                 "inference_top5": self.top5}))
         if not self.valid:
             value = self.top1 if self.metric == "top1" else (self.top5 or 0.0)
             out["invalid_reason"] = (f"{self.metric[:3]}-{self.metric[3:]} {100 * value:.2f}% is below the "
@@ -281,7 +318,8 @@ class Inference:
 def inference(task: Task, result: LoopResult, args: argparse.Namespace, phases: Phases,
               target: float, metric: str = "top1", timed: bool = True) -> Inference:
     """Time the final model with the procedure of its final evaluation (with
-    TTA where TTA is what reached the stated accuracy). With
+    TTA where TTA is what reached the stated accuracy), scoring the timed
+    loop's own predictions (``Inference.loop_record``). With
     ``--latency-one-view`` and a TTA final evaluation, also the single view's
     accuracy (phase ``inference_eval``) and latency, for ``misc`` only.
     ``metric``: the accuracy compared with ``target``. ``timed`` False (the
@@ -293,14 +331,15 @@ def inference(task: Task, result: LoopResult, args: argparse.Namespace, phases: 
         return entry
     if timed:
         with phases.timed("latency"):
-            entry.latency_ms, entry.images = measure_latency(task, final.tta, args.latency_images)
+            entry.latency = measure_latency(task, final.tta, args.latency_images, top5=final.top5 is not None)
+        entry.latency_ms, entry.images = entry.latency.ms, entry.latency.images
     if args.latency_one_view and final.tta:
         with phases.timed("inference_eval"):
             top1 = task.evaluate(tta=False).top1
         if not timed:
             return entry
         with phases.timed("latency"):
-            ms, _ = measure_latency(task, False, args.latency_images)
+            ms = measure_latency(task, False, args.latency_images).ms
         entry.one_view = {"latency_ms": ms, "top1Accuracy": round(100 * top1, 2),
                           "note": "one view, no TTA: faster, but not the procedure that reached "
                                   "the stated accuracy"}

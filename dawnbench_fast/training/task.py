@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import torch
 
@@ -39,6 +39,19 @@ class Splits:
             self.seconds[name] = self.seconds.get(name, 0.0) + now - self._t
             self._t = now
 
+
+
+class Deployed(NamedTuple):
+    """What ``Task.predictor`` yields for the one-image latency loop: the
+    deployed model, the test images it may time (all of them, or the first
+    ones a recipe holds for it) with their labels, so that the loop's own
+    predictions are scored, and how many images the whole test set has (the
+    batched evaluation's), so that a score over fewer is labelled as such."""
+
+    predict: Predict
+    images: torch.Tensor
+    labels: torch.Tensor
+    test_images: int
 
 
 @dataclass(frozen=True)
@@ -138,7 +151,8 @@ class Task(Protocol):
         """Rebuild the model and optimisers and restore ``state`` into them."""
         ...
 
-    def predictor(self, tta: bool) -> AbstractContextManager[tuple[Predict, torch.Tensor]]:
+    def predictor(self, tta: bool) -> AbstractContextManager[Deployed]:
         """Context (no grad, the recipe's precision) yielding the deployed
-        model's ``predict(images) -> logits`` and the test images, for latency."""
+        model's ``predict(images) -> logits`` with the test images and labels,
+        for the one-image latency and the accuracy of its predictions."""
         ...

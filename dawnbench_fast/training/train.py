@@ -426,26 +426,3 @@ def accuracy(predict: Predict,
         total += len(y)
     correct, correct5, total = world().sum_counts([correct, correct5, total])
     return correct / total, (correct5 / total if top5 else None)
-
-
-@torch.no_grad()
-def one_image_latency(
-    predict: Predict, images: torch.Tensor, n: int, device: torch.device
-) -> tuple[float, int]:
-    """DAWNBench inference latency: classify ``n`` images one at a time;
-    returns (mean milliseconds per image, images timed). Every prediction is
-    read back to the host, as a serving loop would."""
-    n = min(n, len(images))
-    predict(images[:1]).argmax(1).item()  # first-call costs stay out
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    t0 = time.perf_counter()
-    for i in range(n):
-        predict(images[i : i + 1]).argmax(1).item()
-    return (time.perf_counter() - t0) * 1000.0 / n, n
-
-
-def measure_latency(task: Task, tta: bool, n: int) -> tuple[float, int]:
-    """One-image latency of ``task``'s deployed model over ``n`` test images."""
-    with task.predictor(tta) as (predict, images):
-        return one_image_latency(predict, images, n, task.device)

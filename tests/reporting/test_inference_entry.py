@@ -85,3 +85,32 @@ def test_no_latency_no_inference_file(tmp_path):
     bench.write_submission(tmp_path, "stem", base, [], latency_ms=None, inference_top1=entry.top1,
                            cost_per_hour=None, inference_misc=entry.misc(0.94))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["stem.json", "stem.tsv"]
+
+
+@pytest.mark.parametrize(("accuracy", "agrees"), [(0.6, True), (0.95, False)])
+def test_the_latency_loops_own_accuracy_is_scored_over_the_whole_test_set(tmp_path, accuracy, agrees):
+    """The fake predictor's one-image predictions are 60% right over its 5
+    test images (support/fake_task.py): stated beside the batched accuracy,
+    and said to differ when the batched evaluation gave another figure."""
+    _, entry, _, _ = _run(accuracy, latency_images=5)
+    record = entry.loop_record()
+    assert record == {"latency_top1": 0.6, "latency_top5": None, "latency_test_images": 5,
+                      "latency_matches_batched": agrees}
+    inf = _written(tmp_path, entry)
+    assert inf["top1Accuracy"] == round(100 * accuracy, 2)  # the entry states the batched figure
+    assert inf["misc"]["latency_top1"] == 0.6 and inf["misc"]["latency_matches_batched"] is agrees
+    note = inf["misc"]["latency_note"]
+    assert "top-1 60.00% over all 5 test images" in note
+    assert (", equal to the batched evaluation's" in note) is agrees
+    assert ("NOT equal to the batched evaluation's top-1 95.00%" in note) is not agrees
+    summary = {"seed": 0, "final_top1": accuracy, "tta_seconds": None, "latency_ms": entry.latency_ms,
+               "latency_images": entry.images, "inference_top1": entry.top1, "inference_tta": entry.tta,
+               "inference_valid": entry.valid, **record}
+    assert note in "\n".join(bench._outcome_lines([summary], None))  # the console and report.txt
+
+
+def test_fewer_latency_images_are_labelled_as_over_those_images():
+    _, entry, _, _ = _run(0.6, latency_images=2)
+    assert entry.loop_record()["latency_matches_batched"] is None  # no comparison over 2 of 5
+    assert entry.loop_record()["latency_top1"] == 0.5
+    assert "top-1 50.00% over its 2 images only (of 5 test images" in entry.misc(0.94)["latency_note"]

@@ -10,6 +10,8 @@ runs with --tensorboard and a stand-in writer (tests/support/fake_tensorboard.py
 from __future__ import annotations
 
 import base64
+import contextlib
+import io
 import json
 import sys
 from collections.abc import Iterator
@@ -40,11 +42,14 @@ def tiny_run(tmp_path_factory) -> Iterator[Path]:
     out = tmp_path_factory.mktemp("tiny") / "run"
     with pytest.MonkeyPatch.context() as mp:
         mp.setitem(sys.modules, "torch.utils.tensorboard", fake_tensorboard.module())
+        console = io.StringIO()  # kept beside the folder: report.txt must equal it
         try:
-            code = cifar.main([*TINY, *SUBMISSION, "--data-dir", str(cifar_dir()), "--out", str(out),
-                               "--tensorboard"])
+            with contextlib.redirect_stdout(console):
+                code = cifar.main([*TINY, *SUBMISSION, "--data-dir", str(cifar_dir()), "--out", str(out),
+                                   "--tensorboard"])
         finally:
             runtime.set_threads(threads)
+    (out.parent / "console.txt").write_text(console.getvalue())
     assert code == 0
     yield out
 
@@ -131,3 +136,32 @@ def test_config_from_run_json_is_the_same_config(tiny_run, capsys):
     assert cifar.main(["--config", str(tiny_run / "run.json"), "--show-config"]) == 0
     assert json.loads(capsys.readouterr().out) == recorded
     assert recorded["widths"] == [16, 32, 32] and recorded["subset"] == 500  # not the defaults
+
+
+def test_report_txt_is_the_console_summary(tiny_run):
+    """report.txt holds the summary as printed: the run table with the time
+    to target with the warm-up charged, the outcome, where the time goes."""
+    text = (tiny_run / run_report.TEXT_NAME).read_text()
+    console = (tiny_run.parent / "console.txt").read_text()
+    assert text.startswith("DAWNBench CIFAR-10 report: ") and text.endswith("\n")
+    assert console.endswith(f"\n{text}reports written to {tiny_run}/\n")  # the summary, verbatim
+    assert "where the time goes" in text and "  train: forward" in text and "warmup" in text
+    assert "TTA + warm-up s" in text
+    run = json.loads((tiny_run / "run.json").read_text())["result"]
+    assert run["train_split_seconds"] and f"{run['phases_seconds']['warmup']:.2f}" in text
+
+
+def test_the_latency_loops_accuracy_is_reported_over_its_images(tiny_run):
+    """--latency-images 10 of 200 test images: the loop's own predictions are
+    scored and labelled as over those 10, in run.json, the inference JSON,
+    report.txt and report.html."""
+    result = json.loads((tiny_run / "run.json").read_text())["result"]
+    assert result["latency_images"] == 10 and result["latency_test_images"] == 200
+    assert result["latency_top1"] in {k / 10 for k in range(11)}  # scored over the 10 images timed
+    assert result["latency_matches_batched"] is None  # not the whole test set: no comparison
+    _, inference, _ = submission_files(tiny_run)
+    assert inference["misc"]["latency_top1"] == result["latency_top1"]
+    note = f"top-1 {100 * result['latency_top1']:.2f}% over its 10 images only (of 200 test images"
+    assert note in inference["misc"]["latency_note"]
+    assert note in (tiny_run / run_report.TEXT_NAME).read_text()
+    assert note in (tiny_run / run_report.HTML_NAME).read_text()

@@ -12,7 +12,7 @@ from support.fake_task import EVAL_S, INIT_S, SHOW_S, STEP_S, TTA_EVAL_S, FakeCo
 from dawnbench_fast.config.overrides import ConfigError
 from dawnbench_fast.reporting import bench
 from dawnbench_fast.runner import runs
-from dawnbench_fast.training import train
+from dawnbench_fast.training import latency, train
 from dawnbench_fast.training.task import StepLoss, loop_epochs, steps_in
 from dawnbench_fast.training.train import Phases
 
@@ -96,8 +96,9 @@ def test_accuracy_latency_and_batched():
     assert (top1, top5) == (0.4, 0.7)
     assert [len(b[0]) for b in train.batched(x, y, 4)] == [4, 4, 2]
     task = FakeConfig().build_task(torch.device("cpu"))
-    ms, n = train.measure_latency(task, tta=False, n=100)
-    assert n == 5 and ms > 0  # capped at the number of images
+    lat = latency.measure_latency(task, tta=False, n=100)
+    assert lat.images == 5 and lat.ms > 0  # capped at the number of images
+    assert lat.top1 == 0.6 and lat.whole_test_set  # the loop's own predictions, scored
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])
