@@ -10,18 +10,29 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
+import dawnbench_fast
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_wheel_has_no_top_level_kernels(tmp_path):
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """The wheel, built once with the installed setuptools (as CI's set-up has it)."""
+    out = tmp_path_factory.mktemp("wheel")
     env = {**os.environ, "DAWNBENCH_NO_EXT": "1"}  # pure-Python wheel: fast, no compilers
     r = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation",
-         "-w", str(tmp_path), "-q"],
+         "-w", str(out), "-q"],
         capture_output=True, text=True, env=env, timeout=600,
     )
     assert r.returncode == 0, r.stderr[-2000:]
-    (wheel,) = tmp_path.glob("dawnbench_fast-*.whl")
+    (built,) = out.glob("dawnbench_fast-*.whl")
+    return built
+
+
+def test_wheel_has_no_top_level_kernels(wheel):
     with zipfile.ZipFile(wheel) as z:
         names = z.namelist()
         (top,) = [n for n in names if n.endswith("top_level.txt")]
@@ -39,3 +50,24 @@ def test_wheel_has_no_top_level_kernels(tmp_path):
     cu = [n for n in names if n.startswith("dawnbench_fast/csrc/") and n.endswith(".cu")]
     sources = list((ROOT / "csrc").glob("*.cu"))
     assert len(cu) == len(sources)  # the run-time CUDA path needs the sources
+
+
+def test_wheel_metadata(wheel):
+    """One version (the package's), the SPDX licence with its file, Pillow and
+    the tensorboard extra declared, a console script for each ``python -m``
+    entry, and no made-up project URL."""
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+        meta = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+        scripts = z.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
+    head = meta.split("\n\n")[0]
+    assert f"\nVersion: {dawnbench_fast.__version__}\n" in head
+    assert "\nLicense-Expression: MIT\n" in head and "\nLicense-File: LICENSE\n" in head
+    assert not re.search(r"^License: ", head, re.M)  # the deprecated table form
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+    assert re.search(r"^Requires-Dist: Pillow>=", head, re.M)
+    assert 'Requires-Dist: tensorboard>=2.10; extra == "tensorboard"' in head
+    assert "Project-URL" not in head  # none until the project has a real address
+    for entry in ("cifar", "imagenet", "roofline", "analyze"):
+        assert re.search(rf"^dawnbench-{entry} = dawnbench_fast\.{entry}\.", scripts, re.M), entry
+    assert not re.search(r'^version = "', (ROOT / "pyproject.toml").read_text(), re.M)

@@ -40,11 +40,13 @@ ERRORS = (*cli.USER_ERRORS, DataError)  # one line on stderr and exit 2, never a
 def build_parser() -> argparse.ArgumentParser:
     p = cli.OneLineParser(
         prog=PROG,
+        usage="%(prog)s [options]\n       %(prog)s evaluate PATH [options]   (evaluate --help: its options)",
         description="Train the fast CIFAR-10 net to --target test accuracy and write a "
         "DAWNBench report (time-to-accuracy, cost, one-image latency, TSV + JSON). "
         "Subcommand: `evaluate PATH` evaluates weights saved with --save-model.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=cli.HelpFormatter,
     )
+    cli.add_version_arg(p)
     d = Config()
     g = p.add_argument_group("data")
     g.add_argument("--data-dir", help="CIFAR-10 folder (binary or cifar-10-batches-py layout); "
@@ -54,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="train on the first N training images (0 = all)")
     g.add_argument("--eval-subset", type=int, default=d.eval_subset, metavar="N",
                    help="evaluate on the first N test images (0 = all)")
-    cli.add_training_args(p, d)
+    cli.add_training_args(p, d, set_example="lr_filters=0.2")
     p.add_argument("--recipe", choices=sorted(RECIPES), default="dawnbench_fast",
                    help="named recipe: dawnbench_fast (ours: the 2025 hiverge record's values "
                    "at batch 1536, SiLU, jitter, but 8.5 epochs, with selective TTA), hiverge "
@@ -68,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def build_eval_parser() -> argparse.ArgumentParser:
     p = cli.OneLineParser(prog=f"{PROG} evaluate", description="Evaluate weights saved with --save-model.",
-                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                          formatter_class=cli.HelpFormatter)
     p.add_argument("path", help="model file written by --save-model")
     p.add_argument("--data-dir", help="CIFAR-10 folder (default as for training)")
     p.add_argument("--no-download", action="store_true", help="never download the dataset")

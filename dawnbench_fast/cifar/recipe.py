@@ -36,9 +36,10 @@ class CifarRecipe:
     # Progressive resolution: epoch e < len(progressive) trains on random
     # progressive[e]-px crops of the augmented image (conv cost ~ pixels; the
     # global max-pool head takes any size); later epochs on the full 32 px.
-    progressive: tuple[int, ...] = ()  # e.g. 24,24,24,24,24,24 with --epochs 10 (PERFORMANCE.md)
+    # E.g. 24,24,24,24,24,24 with --epochs 10 (PERFORMANCE.md); () = off.
+    progressive: tuple[int, ...] = ()
     # -- model -------------------------------------------------------------
-    widths: tuple[int, int, int] = (64, 256, 256)
+    widths: tuple[int, int, int] = (64, 256, 256)  # channels of the three conv groups
     act: str = "silu"  # the conv groups' activation
     whiten_act: str = "gelu"  # after the whitening conv
     bn_momentum: float = 0.5566  # BN running statistics keep this much of the old value
@@ -53,7 +54,7 @@ class CifarRecipe:
     first_conv: str = "whitened"
     # -- optimisation --------------------------------------------------------
     epochs: float = 8.5  # may be fractional: the last epoch stops part-way (hiverge: 7.63)
-    batch_size: int = 1536
+    batch_size: int = 1536  # training images per step
     # "muon", or "sgd": the filters in the Nesterov SGD with the biases and the
     # head (momentum sgd_momentum, weight decay weight_decay) at lr_filters_sgd
     filter_optimizer: str = "muon"
@@ -61,21 +62,21 @@ class CifarRecipe:
     # airbench94's (the SGD recipe's) filter rate for the same summed loss:
     # 11.5 / (1024 * (1 + 1 / (1 - 0.85))), per example
     lr_filters_sgd: float = 1.5e-3
-    muon_momentum: float = 0.655
+    muon_momentum: float = 0.655  # Muon's momentum
     ns_steps: int = 3  # Newton-Schulz iterations
     filter_norm_every: int = 8  # Muon renormalises the filter banks every N steps
     muon_weight_decay: float = 1.0418e-6  # per example, scaled by batch_size
     lr_bias: float = 0.0573  # Nesterov SGD, whitening and BN biases
     lr_head: float = 0.5415  # Nesterov SGD, linear head
-    sgd_momentum: float = 0.825
+    sgd_momentum: float = 0.825  # Nesterov SGD's momentum (biases, head; filters with filter_optimizer=sgd)
     weight_decay: float = 1.0418e-6  # per example: scaled by batch_size (summed loss)
-    label_smoothing: float = 0.09
+    label_smoothing: float = 0.09  # of the cross-entropy's targets
     # Loss-guided pruning (InfoBatch; data/pruning.py): from the second epoch
     # until ``prune_until`` of the run, a random ``prune`` share of the half of
     # the images with the lowest last loss sits the epoch out, the rest of that
     # half weighs 1 / (1 - prune). Fewer steps per pruned epoch.
     prune: float = 0.0
-    prune_until: float = 0.875
+    prune_until: float = 0.875  # pruning stops after this share of the run (see prune)
     # -- evaluation ----------------------------------------------------------
     tta_level: int = 2  # 0: plain, 1: + mirror, 2: + mirror and +-1 px shifts (6 views)
     # Selective TTA (hiverge): the other views only for images whose one-view
@@ -88,10 +89,10 @@ class CifarRecipe:
     eval_every: int = 0  # charged evaluations every N epochs (0: the final one only)
     log_eval_tta: bool = False  # TTA also in those intermediate charged evaluations
     show_every: int = 0  # display-only evaluations (one view) every N epochs (0: none)
-    eval_batch_size: int = 2000
-    target: float = 0.94
+    eval_batch_size: int = 2000  # test images per evaluation batch
+    target: float = 0.94  # test top-1 accuracy that stops the clock, a fraction
     # -- execution -------------------------------------------------------------
-    seed: int = 0
+    seed: int = 0  # the run's seed (the first of --runs N)
     device: str = "auto"  # auto, cpu, cuda, cuda:N
     kernels: str = "auto"  # auto, torch, triton, cuda, cpu (dispatch.py)
     # bf16 / fp16 autocast, fp32, or auto: bf16 where the CPU computes it natively
@@ -109,8 +110,8 @@ class CifarRecipe:
     # torch.compile of the step's forward and loss (--compile / --no-compile): auto = on
     # CUDA only, as the published GPU records do (dawnbench_fast/execution/gpu_defaults.py), on, off
     compile: str = "auto"
-    data_dir: str | None = None
-    download: bool = True
+    data_dir: str | None = None  # CIFAR-10 folder; None: $DAWNBENCH_DATA, the per-user cache, else download
+    download: bool = True  # download the archive (MD5-checked) when no copy is found
     extra: dict = field(default_factory=dict)  # free-form notes kept in run.json
 
 

@@ -34,6 +34,7 @@ from dawnbench_fast.runner.runs import Recipe
 
 PROG = "python -m dawnbench_fast.imagenet"
 ERRORS = (*cli.USER_ERRORS, DataError)  # one line on stderr and exit 2, never a traceback
+KERNELS = ("auto", "torch")  # the --kernels choices that can work here (resolve_kernels)
 
 
 def model_name(cfg: Config) -> str:
@@ -49,18 +50,20 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train a ResNet on ImageNet to --target top-5 validation accuracy and write a "
         "DAWNBench report (time-to-accuracy, cost, one-image latency, TSV + JSON). Under torchrun "
         "every process trains its share of each global batch; rank 0 writes.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=cli.HelpFormatter,
     )
+    cli.add_version_arg(p)
     d = Config()
     g = p.add_argument_group("data")
     g.add_argument("--data-dir", help="folder holding train/ and val/ ImageFolders "
                    "(<split>/<synset>/<image>), or train.pack and val.pack (docs/IMAGENET.md)")
-    cli.add_training_args(p, d)
+    cli.add_training_args(p, d, set_example="lr_per_256=0.125")
     p.add_argument("--recipe", choices=sorted(RECIPES), default="dawnbench_fast",
                    help="named recipe: dawnbench_fast (ours: FFCV's ResNet-50 at 40 epochs, Nesterov, "
                    "batch 1024), ffcv_rn50_40 / ffcv_rn50_16 (FFCV's 8-GPU configs, batch 4096), "
                    "ffcv_rn18_16 (FFCV's one-GPU ResNet-18); --epochs and --set apply on top")
-    cli.add_execution_args(p, d)
+    cli.add_execution_args(p, d, kernels=(KERNELS, "torch only (auto means torch): the ResNet uses no op of "
+                                          "the kernel catalogue, whose backends serve the CIFAR net"))
     cli.add_report_args(p, out="runs/imagenet")
     return p
 

@@ -42,9 +42,9 @@ class ImageNetRecipe:
     # Progressive resizing by epoch, FFCV's rule: min_res up to epoch res_ramp[0],
     # max_res from res_ramp[1], in between the linear ramp rounded to res_step px.
     min_res: int = 160
-    max_res: int = 192
-    res_ramp: tuple[int, int] = (29, 34)  # FFCV's 40-epoch config
-    res_step: int = 32
+    max_res: int = 192  # the side trained at from epoch res_ramp[1] on
+    res_ramp: tuple[int, int] = (29, 34)  # the ramp's first and last epochs (FFCV's 40-epoch config)
+    res_step: int = 32  # the ramp's sides are multiples of this
     val_res: int = 256  # validation: centre crop (224/256 of the shorter side) resized to this
     # -- model ---------------------------------------------------------------
     arch: str = "resnet50"  # v1.5 (models/resnet.py); resnet18 for one-GPU runs
@@ -54,14 +54,14 @@ class ImageNetRecipe:
     # torchrun: BN statistics over the global batch (torch's SyncBatchNorm on CUDA) rather than per rank
     sync_bn: bool = False
     # -- optimisation ----------------------------------------------------------
-    epochs: float = 40
+    epochs: float = 40  # may be fractional: the last epoch stops part-way
     batch_size: int = 1024  # global: the sum over the processes of a torchrun job
     lr_per_256: float = 0.10625  # peak lr = this x batch_size / 256 (FFCV: 1.7 at 4096)
     warmup_epochs: float = 2  # linear from 1e-4 x peak to the peak, then linear to 0 at the end
-    momentum: float = 0.9
-    nesterov: bool = True
+    momentum: float = 0.9  # SGD momentum
+    nesterov: bool = True  # Nesterov momentum (FFCV: plain)
     weight_decay: float = 1e-4  # on conv and linear weights only: none on BN parameters or biases
-    label_smoothing: float = 0.1
+    label_smoothing: float = 0.1  # of the cross-entropy's targets
     # -- evaluation ------------------------------------------------------------
     tta: bool = True  # the final evaluation averages the image and its mirror (FFCV's lr_tta)
     eval_every: int = 0  # charged evaluations every N epochs (0: the final one only)
@@ -70,14 +70,14 @@ class ImageNetRecipe:
     eval_batch_size: int = 256  # per process
     target: float = 0.93  # top-5 (DAWNBench's ImageNet target)
     # -- execution -------------------------------------------------------------
-    seed: int = 0
-    device: str = "auto"
+    seed: int = 0  # the run's seed (the first of --runs N)
+    device: str = "auto"  # auto, cpu, cuda, cuda:N (under torchrun: each rank's GPU)
     # The ResNet uses no op of the kernel catalogue: torch (auto means torch); others are an error.
     kernels: str = "torch"
     precision: str = "auto"  # bf16 on CUDA and on CPUs with native bf16, else fp32 (precision.py)
-    channels_last: bool = True
-    threads: int = 0
-    deterministic: bool = False
+    channels_last: bool = True  # the net and its batches in NHWC; false: PyTorch's default NCHW
+    threads: int = 0  # CPU threads (0 = PyTorch's default)
+    deterministic: bool = False  # deterministic algorithms only (bit-identical weights for a seed)
     compile: str = "auto"  # torch.compile of the forward and loss: on CUDA only by default
     extra: dict = field(default_factory=dict)  # free-form notes kept in run.json
 

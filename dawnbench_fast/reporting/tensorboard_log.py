@@ -22,8 +22,8 @@ def check_available() -> None:
     try:
         import torch.utils.tensorboard  # noqa: F401
     except ImportError:
-        raise ConfigError("--tensorboard: the tensorboard package is not installed; "
-                          "pip install tensorboard, or drop --tensorboard") from None
+        raise ConfigError("--tensorboard: the tensorboard package is not installed; pip install "
+                          "tensorboard (the [tensorboard] extra), or drop --tensorboard") from None
 
 
 class TensorBoardLog:

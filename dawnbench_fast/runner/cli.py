@@ -23,6 +23,7 @@ from dawnbench_fast.config.precision import PRECISIONS, with_resolved_precision
 from dawnbench_fast.execution import distributed, gpu_defaults
 from dawnbench_fast.execution.runtime import configure_process, resolve_device, set_deterministic
 from dawnbench_fast.reporting import tensorboard_log
+from dawnbench_fast.runner.outcome import MISSED_TARGET_STATUS
 from dawnbench_fast.training.train import NonFiniteLoss
 
 C = TypeVar("C")
@@ -40,9 +41,30 @@ class OneLineParser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def add_training_args(p: argparse.ArgumentParser, d: Any) -> None:
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Defaults in --help, once: a help text that states its default itself
+    ("default: the recipe's; ...") gets no second one, and a default that says
+    nothing (None, False, an empty list) is left out."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text, default = action.help or "", action.default
+        # identity, not ==: a default of 0 is worth stating, and 0 == False
+        silent = default is None or default is False or default is argparse.SUPPRESS or default in ("", [])
+        if "default" in text or silent:
+            return text
+        return super()._get_help_string(action)
+
+
+def add_version_arg(p: argparse.ArgumentParser) -> None:
+    """``--version``: the installed package's version (dawnbench_fast.__version__)."""
+    from dawnbench_fast import __version__
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+
+
+def add_training_args(p: argparse.ArgumentParser, d: Any, set_example: str) -> None:
     """--epochs, --batch-size, --seed, --runs, --target, --eval-every, --set,
-    --show-config; defaults from the recipe's default config ``d``."""
+    --show-config, --list-fields; defaults from the recipe's default config
+    ``d``; ``set_example`` a ``--set`` of this recipe for the help."""
     g = p.add_argument_group("training")
     g.add_argument("--epochs", type=float, default=None,
                    help=f"training epochs (default: the recipe's; {d.epochs} for the default recipe)")
@@ -60,20 +82,26 @@ def add_training_args(p: argparse.ArgumentParser, d: Any) -> None:
                    help="evaluate every N epochs for display only (one view; outside the clock, "
                    "never checked or written; 0 = never)")
     g.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                   help="override any recipe field (see --show-config), e.g. --set lr_filters=0.2")
-    g.add_argument("--show-config", action="store_true", help="print the resolved config and exit")
+                   help=f"override any recipe field (--list-fields lists them), e.g. --set {set_example}")
+    g.add_argument("--show-config", action="store_true",
+                   help="print the resolved config and exit (--list-fields says what each field means)")
+    g.add_argument("--list-fields", action="store_true",
+                   help="list every recipe field with its type, default and meaning, and exit")
     g.add_argument("--config", metavar="FILE", default=None,
                    help="start from the config in FILE: what --show-config printed, or a run's run.json "
                    "(its config), to rerun it exactly; flags given beside it override it, --set last")
 
 
-def add_execution_args(p: argparse.ArgumentParser, d: Any) -> None:
+def add_execution_args(p: argparse.ArgumentParser, d: Any,
+                       kernels: tuple[tuple[str, ...], str] | None = None) -> None:
     """--device, --kernels, --threads, --precision, --deterministic, --no-progress; defaults
-    from ``d``."""
+    from ``d``. ``kernels``: the ``--kernels`` choices that can work for this
+    trainer and their help (default: every backend of the catalogue)."""
     g = p.add_argument_group("execution")
     g.add_argument("--device", default=d.device, help="auto, cpu, cuda or cuda:N")
-    g.add_argument("--kernels", default=d.kernels, choices=dispatch.KERNEL_CHOICES,
-                   help="which implementation of our custom ops to use (torch = reference)")
+    choices, why = kernels or (dispatch.KERNEL_CHOICES,
+                               "which implementation of our custom ops to use (torch = reference)")
+    g.add_argument("--kernels", default=d.kernels, choices=choices, help=why)
     g.add_argument("--threads", type=int, default=d.threads,
                    help="CPU threads for PyTorch and numba (0 = all cores)")
     g.add_argument("--precision", default=None, choices=PRECISIONS,
@@ -106,17 +134,20 @@ def add_report_args(p: argparse.ArgumentParser, out: str) -> None:
                    help="instance price, for training and inference cost")
     g.add_argument("--latency-images", type=int, default=10_000, metavar="N",
                    help="test images classified one at a time for the latency (0 = skip)")
-    g.add_argument("--latency-tta", action="store_true",
-                   help="kept for old command lines: the latency is always measured with the "
-                   "procedure that produced the stated accuracy (the final evaluation's TTA)")
     g.add_argument("--latency-one-view", action="store_true",
                    help="also measure the one-view latency and accuracy (faster, lower accuracy), "
                    "reported labelled in the inference JSON's misc")
+    g.add_argument("--fail-below-target", action="store_true",
+                   help=f"exit with status {MISSED_TARGET_STATUS} when a run misses --target (for "
+                   "scripts and CI gates); without it a finished run exits 0 either way: it is a "
+                   "measurement")
     g.add_argument("--author", default="dawnbench_fast",
-                   help="DAWNBench author field and file-name prefix")
+                   help="DAWNBench author field and file-name prefix (a submission needs yours; "
+                   "the summary says which submission fields were left unset)")
     g.add_argument("--email", default="", help="DAWNBench authorEmail field")
     g.add_argument("--code-url", default=None, metavar="URL",
-                   help="DAWNBench codeURL field: where your code is (default: this project's URL)")
+                   help="DAWNBench codeURL field: where your code is (a submission needs it; "
+                   "default: left empty, never a made-up URL)")
     g.add_argument("--hardware", default=None, metavar="TEXT",
                    help="DAWNBench hardware field, e.g. '1 x V100 (AWS p3.2xlarge)' (default: the "
                    "GPU or CPU model as detected; run.json always keeps the detected one)")

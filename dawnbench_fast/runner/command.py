@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from dawnbench_fast.config import fields
 from dawnbench_fast.execution.distributed import World
 from dawnbench_fast.runner import cli
 from dawnbench_fast.runner.runs import Recipe, profile_steps, run_seeds
@@ -41,7 +42,10 @@ class TaskCommand:
 
 
 def run(command: TaskCommand, args: argparse.Namespace) -> int:
-    """Run a training command: ``--show-config``, ``--profile-steps N`` or the seeds."""
+    """Run a training command: ``--list-fields``, ``--show-config``, ``--profile-steps N`` or the seeds."""
+    if args.list_fields:  # reads nothing and writes nothing: no --out check
+        print(fields.listing(command.config_from_args(args)))
+        return 0
     cli.check_run_args(args)
     cfg = command.config_from_args(args)
     if args.show_config:

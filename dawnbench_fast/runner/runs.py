@@ -33,6 +33,7 @@ from dawnbench_fast.execution.distributed import World, world
 from dawnbench_fast.hardware import gpu_info
 from dawnbench_fast.hardware.machine import load_average
 from dawnbench_fast.reporting import bench, run_log, run_report
+from dawnbench_fast.runner import outcome
 from dawnbench_fast.training import checkpoint
 from dawnbench_fast.training.latency import Latency, measure_latency
 from dawnbench_fast.training.task import Task
@@ -116,8 +117,14 @@ def run_seeds(recipe: Recipe, cfg: Any, args: argparse.Namespace, device: torch.
         seeds = range(cfg.seed, cfg.seed + args.runs)
         run_report.write_report(out, [out / f"seed{s}" for s in seeds],
                                 f"DAWNBench {recipe.dataset} report: seeds {seeds[0]}-{seeds[-1]}")
+    gaps = outcome.submission_line(args)
+    if gaps:
+        print(gaps)
     print(f"reports written to {out}/")
-    return 0
+    status = outcome.exit_status(summaries, args)
+    if status:
+        print(outcome.missed_line(summaries, cfg.target), file=sys.stderr)
+    return status
 
 
 def summary_text(ctx: _Context, cfg: Any, summaries: list[dict]) -> str:
