@@ -1,5 +1,6 @@
-"""A one-page HTML report: totals, the roofline plot (inline SVG) and the
-per-op table, self-contained (no scripts, no external files)."""
+"""A one-page HTML report: totals, the roofline plot and the time chart
+(where the op time goes: per op and per category; inline SVGs), the time per
+category and the per-op table, self-contained (no scripts, no external files)."""
 
 from __future__ import annotations
 
@@ -8,16 +9,26 @@ import pathlib
 
 from dawnbench_fast.roofline.report import CONVENTIONS, Report
 from dawnbench_fast.roofline.text_report import si
+from dawnbench_fast.roofline.time_chart import category_times
 
 
-def render_html(rep: Report, svg_path: str | pathlib.Path | None = None) -> str:
+def _inline_svg(path: str | pathlib.Path | None) -> str:
+    if not path or not pathlib.Path(path).exists():
+        return ""
+    svg = pathlib.Path(path).read_text()
+    return svg[svg.find("<svg"):]  # drop the XML prolog to inline it
+
+
+def render_html(rep: Report, svg_path: str | pathlib.Path | None = None,
+                time_svg_path: str | pathlib.Path | None = None) -> str:
+    """The page; ``svg_path``: the roofline plot, ``time_svg_path``: the time chart."""
     t = rep.totals
     p = rep.peaks
     e = html.escape
-    svg = ""
-    if svg_path and pathlib.Path(svg_path).exists():
-        svg = pathlib.Path(svg_path).read_text()
-        svg = svg[svg.find("<svg"):]  # drop the XML prolog to inline it
+    svg = _inline_svg(svg_path)
+    total = sum(us for _, us in category_times(rep)) or 1.0
+    cats = "\n".join(f"<tr><td>{e(c)}</td><td>{us / 1000:.3f}</td><td>{us / total:.1%}</td></tr>"
+                     for c, us in category_times(rep))
     rows = "\n".join(
         "<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in (
             r.op, r.shapes, r.dtypes, r.calls, f"{r.time_us / 1000:.3f}", f"{r.share:.1%}",
@@ -63,6 +74,11 @@ Time basis: {'GPU kernel time' if rep.time_basis == 'device' else 'host op time'
 {wall}</p>
 <p><small>{e(CONVENTIONS)}</small></p>
 {svg}
+<h2>Where the op time goes</h2>
+{_inline_svg(time_svg_path)}
+<table><tr><th>category</th><th>ms</th><th>share</th></tr>
+{cats}
+</table>
 <h2>Ops</h2>
 <table><tr><th>op</th><th>shapes</th><th>dtype</th><th>calls</th><th>ms</th><th>share</th>
 <th>FLOP</th><th>bytes</th><th>FLOP/B</th><th>FLOP/s</th><th>B/s</th><th>% of roof</th>

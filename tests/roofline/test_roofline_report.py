@@ -129,6 +129,10 @@ def test_report_outputs(tmp_path):
     assert "<svg" in paths["svg"].read_text()[:2000]
     html = paths["html"].read_text()
     assert "<svg" in html and "aten::mm" in html and "% of roof" in html
+    # the time chart (per op and per category) is written and inlined, with its table
+    assert paths["time_png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert html.count("<svg") == 2 and "Where the op time goes" in html
+    assert "<tr><td>matmul/conv</td>" in html and "time by category" in paths["time_svg"].read_text()
     text = paths["text"].read_text()
     assert "matmul/conv" in text and "Uncounted ops" in text and "aten::mm" in text
 
