@@ -9,7 +9,13 @@
 // Pass 3 (bn_act_fwd): y = act((x - mean) * scale + bias).
 // Backward: bn_bwd_partial (sums of g and g * xhat), bn_bwd_finalize, bn_bwd_dx.
 // Partials are reduced in a fixed order, so results are deterministic.
+// channels_last with C a multiple of 16 bytes' worth of elements (every
+// shape of the CIFAR net) runs the *_vec kernels: 16-byte loads and stores,
+// one block per partition covering every channel, the shift k read in pass 1
+// (no launch of its own); their per-thread steps are bn_act_tile.cuh's,
+// tested on the CPU. Other shapes run the scalar kernels.
 #include "bn_act_math.cuh"
+#include "bn_act_tile.cuh"
 
 namespace dbf {
 
@@ -187,6 +193,49 @@ __device__ __forceinline__ void bn_dx(const typename Elem<DT>::T* __restrict__ x
     bn_dx_loop<DT, i64>(x, dy, dx, stats, coef, total, C, chan_div, act);
 }
 
+// ---- the channels_last tiles (bn_act_tile.cuh): one block per partition ----
+template <int DT, int MODE>
+__device__ __forceinline__ void tile_partial_block(const typename Elem<DT>::T* __restrict__ x,
+                                                   const typename Elem<DT>::T* __restrict__ dy,
+                                                   const float* __restrict__ stats, int act,
+                                                   i64 M, int C, int P, float* __restrict__ partial,
+                                                   float* __restrict__ shift_k) {
+  __shared__ float s1[DBF_TILE_THREADS * Tile<DT>::kVec];
+  __shared__ float s2[DBF_TILE_THREADS * Tile<DT>::kVec];
+  const int t = threadIdx.x, p = blockIdx.x;
+  const int lanes = tile_lanes<DT>(C);
+  i64 m0, m1;
+  partition_rows(M, P, p, &m0, &m1);
+  tile_partial_thread<DT, MODE>(x, dy, stats, act, C, lanes, m0, m1, t, p, shift_k, s1, s2);
+  __syncthreads();
+  for (int step = DBF_TILE_THREADS / lanes / 2; step >= 1; step >>= 1) {
+    tile_reduce_step<DT>(s1, s2, t, lanes, step);
+    __syncthreads();
+  }
+  tile_write_partial<DT>(s1, s2, t, lanes, C, p, partial);
+}
+
+template <int DT>
+__device__ __forceinline__ void tile_forward(const typename Elem<DT>::T* __restrict__ x,
+                                             typename Elem<DT>::T* __restrict__ y,
+                                             const float* __restrict__ stats, i64 nvec, int C,
+                                             int act) {
+  for (i64 v = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; v < nvec;
+       v += static_cast<i64>(gridDim.x) * blockDim.x)
+    tile_forward_vec<DT>(x, y, stats, v, C, act);
+}
+
+template <int DT>
+__device__ __forceinline__ void tile_dx(const typename Elem<DT>::T* __restrict__ x,
+                                        const typename Elem<DT>::T* __restrict__ dy,
+                                        typename Elem<DT>::T* __restrict__ dx,
+                                        const float* __restrict__ stats,
+                                        const float* __restrict__ coef, i64 nvec, int C, int act) {
+  for (i64 v = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; v < nvec;
+       v += static_cast<i64>(gridDim.x) * blockDim.x)
+    tile_dx_vec<DT>(x, dy, dx, stats, coef, v, C, act);
+}
+
 }  // namespace dbf
 
 // ---- extern "C" entry points, one per dtype -------------------------------
@@ -217,6 +266,25 @@ __device__ __forceinline__ void bn_dx(const typename Elem<DT>::T* __restrict__ x
                                                      int cl, float* shift_out) {                \
     const int c = blockIdx.x * blockDim.x + threadIdx.x;                                        \
     if (c < C) shift_out[c] = dbf::bn_shift<DT>(x, c, HW, cl);                                  \
+  }                                                                                             \
+  extern "C" __global__ void __launch_bounds__(DBF_TILE_THREADS) bn_stats_partial_vec_##SUFFIX( \
+      const dbf::Elem<DT>::T* x, long long M, int C, int P, float* partial, float* shift_k) {   \
+    dbf::tile_partial_block<DT, 0>(x, 0, 0, 0, M, C, P, partial, shift_k);                      \
+  }                                                                                             \
+  extern "C" __global__ void __launch_bounds__(DBF_TILE_THREADS) bn_bwd_partial_vec_##SUFFIX(   \
+      const dbf::Elem<DT>::T* x, const dbf::Elem<DT>::T* dy, const float* stats, int act,       \
+      long long M, int C, int P, float* partial) {                                              \
+    dbf::tile_partial_block<DT, 1>(x, dy, stats, act, M, C, P, partial, 0);                     \
+  }                                                                                             \
+  extern "C" __global__ void bn_act_fwd_vec_##SUFFIX(const dbf::Elem<DT>::T* x,                 \
+                                                     dbf::Elem<DT>::T* y, const float* stats,   \
+                                                     long long nvec, int C, int act) {          \
+    dbf::tile_forward<DT>(x, y, stats, nvec, C, act);                                           \
+  }                                                                                             \
+  extern "C" __global__ void bn_bwd_dx_vec_##SUFFIX(                                            \
+      const dbf::Elem<DT>::T* x, const dbf::Elem<DT>::T* dy, dbf::Elem<DT>::T* dx,              \
+      const float* stats, const float* coef, long long nvec, int C, int act) {                  \
+    dbf::tile_dx<DT>(x, dy, dx, stats, coef, nvec, C, act);                                     \
   }
 
 DBF_BN_KERNELS(f32, dbf::kF32)
@@ -235,6 +303,7 @@ extern "C" __global__ void bn_stats_finalize(const float* partial, const float* 
   if (c >= C) return;
   double s = 0.0, ss = 0.0;
   if (training) {
+#pragma unroll 4  // independent loads in flight: the loop is over hundreds of partitions
     for (int p = 0; p < P; ++p) {
       s += partial[(static_cast<long long>(p) * C + c) * 2];
       ss += partial[(static_cast<long long>(p) * C + c) * 2 + 1];
@@ -257,6 +326,7 @@ extern "C" __global__ void bn_bwd_finalize(const float* partial, int P, int C, l
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C) return;
   double sg = 0.0, sgx = 0.0;
+#pragma unroll 4
   for (int p = 0; p < P; ++p) {
     sg += partial[(static_cast<long long>(p) * C + c) * 2];
     sgx += partial[(static_cast<long long>(p) * C + c) * 2 + 1];
@@ -280,6 +350,73 @@ dim3 partial_grid(int C, int P, int cl) {
 }
 dim3 partial_block(int cl) { return cl ? dim3(32, DBF_BN_THREADS / 32) : dim3(DBF_BN_THREADS); }
 
+// The launch sequence of one dtype, given its kernels. vec_lanes > 0 (C fits
+// the tiles, channels_last, 16-byte aligned pointers): the *_vec kernels.
+template <typename T>
+int forward_launch(void (*shift_first)(const T*, int, int, int, float*),
+                   void (*stats_partial)(const T*, int, int, int, int, int, float*),
+                   void (*stats_partial_vec)(const T*, long long, int, int, float*, float*),
+                   void (*act_fwd)(const T*, T*, const float*, long long, int, int, int),
+                   void (*act_fwd_vec)(const T*, T*, const float*, long long, int, int),
+                   int vec_lanes, int vec, const T* x, T* y, float* stats, const float* weight,
+                   const float* bias, float* running_mean, float* running_var, float* partial,
+                   float* shift_k, int P, int N, int C, int HW, int cl, int training, float eps,
+                   float momentum, int act, cudaStream_t s) {
+  const long long total = static_cast<long long>(N) * C * HW, M = static_cast<long long>(N) * HW;
+  if (training) {
+    if (vec_lanes) {
+      stats_partial_vec<<<P, DBF_TILE_THREADS, 0, s>>>(x, M, C, P, partial, shift_k);
+    } else {
+      shift_first<<<(C + 127) / 128, 128, 0, s>>>(x, C, HW, cl, shift_k);
+      stats_partial<<<partial_grid(C, P, cl), partial_block(cl), 0, s>>>(x, N, C, HW, cl, P, partial);
+    }
+  }
+  bn_stats_finalize<<<(C + 127) / 128, 128, 0, s>>>(partial, shift_k, P, C, M, weight, bias, eps,
+                                                    momentum, training, running_mean, running_var,
+                                                    stats);
+  if (vec_lanes)
+    act_fwd_vec<<<dbf_elementwise_blocks(total / vec), 256, 0, s>>>(x, y, stats, total / vec, C, act);
+  else
+    act_fwd<<<dbf_elementwise_blocks(total), 256, 0, s>>>(x, y, stats, total, C, cl ? 1 : HW, act);
+  return static_cast<int>(cudaGetLastError());
+}
+
+template <typename T>
+int backward_launch(void (*bwd_partial)(const T*, const T*, const float*, int, int, int, int, int,
+                                        int, float*),
+                    void (*bwd_partial_vec)(const T*, const T*, const float*, int, long long, int,
+                                            int, float*),
+                    void (*bwd_dx)(const T*, const T*, T*, const float*, const float*, long long,
+                                   int, int, int),
+                    void (*bwd_dx_vec)(const T*, const T*, T*, const float*, const float*,
+                                       long long, int, int),
+                    int vec_lanes, int vec, const T* x, const T* dy, T* dx, const float* stats,
+                    float* dweight, float* dbias, float* partial, float* coef, int P, int N, int C,
+                    int HW, int cl, int training, int act, cudaStream_t s) {
+  const long long total = static_cast<long long>(N) * C * HW, M = static_cast<long long>(N) * HW;
+  if (vec_lanes)
+    bwd_partial_vec<<<P, DBF_TILE_THREADS, 0, s>>>(x, dy, stats, act, M, C, P, partial);
+  else
+    bwd_partial<<<partial_grid(C, P, cl), partial_block(cl), 0, s>>>(x, dy, stats, act, N, C, HW, cl,
+                                                                      P, partial);
+  bn_bwd_finalize<<<(C + 127) / 128, 128, 0, s>>>(partial, P, C, M, stats, training, coef, dweight,
+                                                  dbias);
+  if (vec_lanes)
+    bwd_dx_vec<<<dbf_elementwise_blocks(total / vec), 256, 0, s>>>(x, dy, dx, stats, coef,
+                                                                   total / vec, C, act);
+  else
+    bwd_dx<<<dbf_elementwise_blocks(total), 256, 0, s>>>(x, dy, dx, stats, coef, total, C,
+                                                         cl ? 1 : HW, act);
+  return static_cast<int>(cudaGetLastError());
+}
+
+// Lanes of the tiled kernels for these pointers, or 0 (the scalar kernels).
+template <int DT>
+int vec_lanes(int C, int cl, const void* a, const void* b, const void* c = 0) {
+  if (!cl || !dbf::vec_aligned(a) || !dbf::vec_aligned(b) || (c && !dbf::vec_aligned(c))) return 0;
+  return dbf::tile_lanes<DT>(C);
+}
+
 }  // namespace
 
 extern "C" int dbf_bn_act_forward_cuda(int dtype, const void* x, void* y, float* stats,
@@ -290,45 +427,28 @@ extern "C" int dbf_bn_act_forward_cuda(int dtype, const void* x, void* y, float*
                                        float momentum, int act, void* stream) {
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   typedef dbf::u16 h;
-  const long long total = static_cast<long long>(N) * C * HW;
   const int cl = channels_last;
-  if (training) {
-    switch (dtype) {
-      case dbf::kBF16:
-        bn_shift_first_bf16<<<(C + 127) / 128, 128, 0, s>>>(static_cast<const h*>(x), C, HW, cl, shift_k);
-        bn_stats_partial_bf16<<<partial_grid(C, P, cl), partial_block(cl), 0, s>>>(
-            static_cast<const h*>(x), N, C, HW, cl, P, partial);
-        break;
-      case dbf::kF16:
-        bn_shift_first_f16<<<(C + 127) / 128, 128, 0, s>>>(static_cast<const h*>(x), C, HW, cl, shift_k);
-        bn_stats_partial_f16<<<partial_grid(C, P, cl), partial_block(cl), 0, s>>>(
-            static_cast<const h*>(x), N, C, HW, cl, P, partial);
-        break;
-      default:
-        bn_shift_first_f32<<<(C + 127) / 128, 128, 0, s>>>(static_cast<const float*>(x), C, HW, cl, shift_k);
-        bn_stats_partial_f32<<<partial_grid(C, P, cl), partial_block(cl), 0, s>>>(
-            static_cast<const float*>(x), N, C, HW, cl, P, partial);
-    }
-  }
-  bn_stats_finalize<<<(C + 127) / 128, 128, 0, s>>>(partial, shift_k, P, C,
-                                                    static_cast<long long>(N) * HW, weight, bias,
-                                                    eps, momentum, training, running_mean,
-                                                    running_var, stats);
-  const int chan_div = cl ? 1 : HW;
   switch (dtype) {
     case dbf::kBF16:
-      bn_act_fwd_bf16<<<dbf_elementwise_blocks(total), 256, 0, s>>>(
-          static_cast<const h*>(x), static_cast<h*>(y), stats, total, C, chan_div, act);
-      break;
+      return forward_launch<h>(bn_shift_first_bf16, bn_stats_partial_bf16, bn_stats_partial_vec_bf16,
+                               bn_act_fwd_bf16, bn_act_fwd_vec_bf16,
+                               vec_lanes<dbf::kBF16>(C, cl, x, y), 8, static_cast<const h*>(x),
+                               static_cast<h*>(y), stats, weight, bias, running_mean, running_var,
+                               partial, shift_k, P, N, C, HW, cl, training, eps, momentum, act, s);
     case dbf::kF16:
-      bn_act_fwd_f16<<<dbf_elementwise_blocks(total), 256, 0, s>>>(
-          static_cast<const h*>(x), static_cast<h*>(y), stats, total, C, chan_div, act);
-      break;
+      return forward_launch<h>(bn_shift_first_f16, bn_stats_partial_f16, bn_stats_partial_vec_f16,
+                               bn_act_fwd_f16, bn_act_fwd_vec_f16,
+                               vec_lanes<dbf::kF16>(C, cl, x, y), 8, static_cast<const h*>(x),
+                               static_cast<h*>(y), stats, weight, bias, running_mean, running_var,
+                               partial, shift_k, P, N, C, HW, cl, training, eps, momentum, act, s);
     default:
-      bn_act_fwd_f32<<<dbf_elementwise_blocks(total), 256, 0, s>>>(
-          static_cast<const float*>(x), static_cast<float*>(y), stats, total, C, chan_div, act);
+      return forward_launch<float>(bn_shift_first_f32, bn_stats_partial_f32, bn_stats_partial_vec_f32,
+                                   bn_act_fwd_f32, bn_act_fwd_vec_f32,
+                                   vec_lanes<dbf::kF32>(C, cl, x, y), 4, static_cast<const float*>(x),
+                                   static_cast<float*>(y), stats, weight, bias, running_mean,
+                                   running_var, partial, shift_k, P, N, C, HW, cl, training, eps,
+                                   momentum, act, s);
   }
-  return static_cast<int>(cudaGetLastError());
 }
 
 extern "C" int dbf_bn_act_backward_cuda(int dtype, const void* x, const void* dy, void* dx,
@@ -337,42 +457,27 @@ extern "C" int dbf_bn_act_backward_cuda(int dtype, const void* x, const void* dy
                                         int channels_last, int training, int act, void* stream) {
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   typedef dbf::u16 h;
-  const long long total = static_cast<long long>(N) * C * HW;
   const int cl = channels_last;
-  const int chan_div = cl ? 1 : HW;
-  const dim3 pg = partial_grid(C, P, cl), pb = partial_block(cl);
-  const unsigned int eb = dbf_elementwise_blocks(total);
   switch (dtype) {
     case dbf::kBF16:
-      bn_bwd_partial_bf16<<<pg, pb, 0, s>>>(static_cast<const h*>(x), static_cast<const h*>(dy),
-                                             stats, act, N, C, HW, cl, P, partial);
-      break;
+      return backward_launch<h>(bn_bwd_partial_bf16, bn_bwd_partial_vec_bf16, bn_bwd_dx_bf16,
+                                bn_bwd_dx_vec_bf16, vec_lanes<dbf::kBF16>(C, cl, x, dy, dx), 8,
+                                static_cast<const h*>(x), static_cast<const h*>(dy),
+                                static_cast<h*>(dx), stats, dweight, dbias, partial, coef, P, N, C,
+                                HW, cl, training, act, s);
     case dbf::kF16:
-      bn_bwd_partial_f16<<<pg, pb, 0, s>>>(static_cast<const h*>(x), static_cast<const h*>(dy),
-                                            stats, act, N, C, HW, cl, P, partial);
-      break;
+      return backward_launch<h>(bn_bwd_partial_f16, bn_bwd_partial_vec_f16, bn_bwd_dx_f16,
+                                bn_bwd_dx_vec_f16, vec_lanes<dbf::kF16>(C, cl, x, dy, dx), 8,
+                                static_cast<const h*>(x), static_cast<const h*>(dy),
+                                static_cast<h*>(dx), stats, dweight, dbias, partial, coef, P, N, C,
+                                HW, cl, training, act, s);
     default:
-      bn_bwd_partial_f32<<<pg, pb, 0, s>>>(static_cast<const float*>(x),
-                                            static_cast<const float*>(dy), stats, act, N, C, HW,
-                                            cl, P, partial);
+      return backward_launch<float>(bn_bwd_partial_f32, bn_bwd_partial_vec_f32, bn_bwd_dx_f32,
+                                    bn_bwd_dx_vec_f32, vec_lanes<dbf::kF32>(C, cl, x, dy, dx), 4,
+                                    static_cast<const float*>(x), static_cast<const float*>(dy),
+                                    static_cast<float*>(dx), stats, dweight, dbias, partial, coef,
+                                    P, N, C, HW, cl, training, act, s);
   }
-  bn_bwd_finalize<<<(C + 127) / 128, 128, 0, s>>>(partial, P, C, static_cast<long long>(N) * HW,
-                                                  stats, training, coef, dweight, dbias);
-  switch (dtype) {
-    case dbf::kBF16:
-      bn_bwd_dx_bf16<<<eb, 256, 0, s>>>(static_cast<const h*>(x), static_cast<const h*>(dy),
-                                         static_cast<h*>(dx), stats, coef, total, C, chan_div, act);
-      break;
-    case dbf::kF16:
-      bn_bwd_dx_f16<<<eb, 256, 0, s>>>(static_cast<const h*>(x), static_cast<const h*>(dy),
-                                        static_cast<h*>(dx), stats, coef, total, C, chan_div, act);
-      break;
-    default:
-      bn_bwd_dx_f32<<<eb, 256, 0, s>>>(static_cast<const float*>(x), static_cast<const float*>(dy),
-                                        static_cast<float*>(dx), stats, coef, total, C, chan_div,
-                                        act);
-  }
-  return static_cast<int>(cudaGetLastError());
 }
 
 extern "C" int dbf_cuda_device_count(int* count) {

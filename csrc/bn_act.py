@@ -36,6 +36,7 @@ from dawnbench_fast.csrc.engine import (
     partitions,
     ptr,
     stream_ptr,
+    tile_lanes,
 )
 from dawnbench_fast.roofline.registry import register_flop_formulas
 from dawnbench_fast.vocabulary import activation
@@ -105,7 +106,8 @@ def bn_act_fwd(
                 DTYPE_CODES[x.dtype], ptr(x), ptr(y), ptr(stats), ptr(wt), ptr(bs),
                 ptr(rm), ptr(rv), n, c, h * w, cl, int(training), eps, momentum, a)
         else:
-            p = partitions(n * h * w, c, cl)
+            lanes = tile_lanes(c, x.dtype, cl, x, y)
+            p = partitions(n * h * w, c, cl, lanes > 0)
             partial = torch.empty(p * c * 2, device=x.device, dtype=torch.float32)
             shift_k = torch.empty(c, device=x.device, dtype=torch.float32)
             if cuda_engine() == "extension":
@@ -116,7 +118,7 @@ def bn_act_fwd(
             else:
                 cupy_path.bn_act_forward(
                     DTYPE_SUFFIX[x.dtype], x, y, stats, wt, bs, rm, rv, partial, shift_k, p, n,
-                    c, h * w, cl, int(training), eps, momentum, a)
+                    c, h * w, cl, int(training), eps, momentum, a, lanes)
     empty = stats.new_empty(0)
     if training and rm is not None and rv is not None:
         return y, stats, rm, rv
@@ -156,7 +158,8 @@ def bn_act_bwd(
                 DTYPE_CODES[x.dtype], ptr(x), ptr(dy), ptr(dx), ptr(stats), ptr(dweight),
                 ptr(dbias), n, c, h * w, cl, int(training), a)
         else:
-            p = partitions(n * h * w, c, cl)
+            lanes = tile_lanes(c, x.dtype, cl, x, dy, dx)
+            p = partitions(n * h * w, c, cl, lanes > 0)
             partial = torch.empty(p * c * 2, device=x.device, dtype=torch.float32)
             coef = torch.empty(2 * c, device=x.device, dtype=torch.float32)
             if cuda_engine() == "extension":
@@ -167,7 +170,7 @@ def bn_act_bwd(
             else:
                 cupy_path.bn_act_backward(
                     DTYPE_SUFFIX[x.dtype], x, dy, dx, stats, dweight, dbias, partial, coef, p, n,
-                    c, h * w, cl, int(training), a)
+                    c, h * w, cl, int(training), a, lanes)
     return dx, dweight, dbias
 
 

@@ -81,13 +81,18 @@ def launch(name: str, grid: tuple[int, ...], block: tuple[int, ...], args: tuple
         module().get_function(name)(grid, block, tuple(conv))
 
 
+# bn_act: the same launches as bn_act.cu's host launchers; ``lanes`` > 0
+# (engine.tile_lanes) takes the tiled *_vec kernels, one 256-thread block a partition.
 def bn_act_forward(dt: str, x, y, stats, weight, bias, rm, rv, partial, shift_k, P: int, N: int,
                    C: int, HW: int, cl: int, training: int, eps: float, momentum: float,
-                   act: int) -> None:
+                   act: int, lanes: int = 0) -> None:
     import numpy as np
 
-    i32, f32 = np.int32, np.float32
-    if training:
+    i32, f32, i64 = np.int32, np.float32, np.int64
+    if training and lanes:
+        launch(f"bn_stats_partial_vec_{dt}", (P,), (256,),
+               (x, i64(N * HW), i32(C), i32(P), partial, shift_k))
+    elif training:
         launch(f"bn_shift_first_{dt}", ((C + 127) // 128,), (128,),
                (x, i32(C), i32(HW), i32(cl), shift_k))
         grid = ((C + 31) // 32, P) if cl else (C, P)
@@ -95,28 +100,42 @@ def bn_act_forward(dt: str, x, y, stats, weight, bias, rm, rv, partial, shift_k,
         launch(f"bn_stats_partial_{dt}", grid, block,
                (x, i32(N), i32(C), i32(HW), i32(cl), i32(P), partial))
     launch("bn_stats_finalize", ((C + 127) // 128,), (128,),
-           (partial, shift_k, i32(P), i32(C), np.int64(N * HW), weight, bias, f32(eps),
+           (partial, shift_k, i32(P), i32(C), i64(N * HW), weight, bias, f32(eps),
             f32(momentum), i32(training), rm, rv, stats))
     total = N * C * HW
-    launch(f"bn_act_fwd_{dt}", (_blocks(total),), (256,),
-           (x, y, stats, np.int64(total), i32(C), i32(1 if cl else HW), i32(act)))
+    if lanes:
+        nvec = total // (C // lanes)
+        launch(f"bn_act_fwd_vec_{dt}", (_blocks(nvec),), (256,),
+               (x, y, stats, i64(nvec), i32(C), i32(act)))
+    else:
+        launch(f"bn_act_fwd_{dt}", (_blocks(total),), (256,),
+               (x, y, stats, i64(total), i32(C), i32(1 if cl else HW), i32(act)))
 
 
 def bn_act_backward(dt: str, x, dy, dx, stats, dweight, dbias, partial, coef, P: int, N: int,
-                    C: int, HW: int, cl: int, training: int, act: int) -> None:
+                    C: int, HW: int, cl: int, training: int, act: int, lanes: int = 0) -> None:
     import numpy as np
 
-    i32 = np.int32
-    grid = ((C + 31) // 32, P) if cl else (C, P)
-    block = (32, 8) if cl else (256,)
-    launch(f"bn_bwd_partial_{dt}", grid, block,
-           (x, dy, stats, i32(act), i32(N), i32(C), i32(HW), i32(cl), i32(P), partial))
+    i32, i64 = np.int32, np.int64
+    if lanes:
+        launch(f"bn_bwd_partial_vec_{dt}", (P,), (256,),
+               (x, dy, stats, i32(act), i64(N * HW), i32(C), i32(P), partial))
+    else:
+        grid = ((C + 31) // 32, P) if cl else (C, P)
+        block = (32, 8) if cl else (256,)
+        launch(f"bn_bwd_partial_{dt}", grid, block,
+               (x, dy, stats, i32(act), i32(N), i32(C), i32(HW), i32(cl), i32(P), partial))
     launch("bn_bwd_finalize", ((C + 127) // 128,), (128,),
-           (partial, i32(P), i32(C), np.int64(N * HW), stats, i32(training), coef, dweight,
+           (partial, i32(P), i32(C), i64(N * HW), stats, i32(training), coef, dweight,
             dbias))
     total = N * C * HW
-    launch(f"bn_bwd_dx_{dt}", (_blocks(total),), (256,),
-           (x, dy, dx, stats, coef, np.int64(total), i32(C), i32(1 if cl else HW), i32(act)))
+    if lanes:
+        nvec = total // (C // lanes)
+        launch(f"bn_bwd_dx_vec_{dt}", (_blocks(nvec),), (256,),
+               (x, dy, dx, stats, coef, i64(nvec), i32(C), i32(act)))
+    else:
+        launch(f"bn_bwd_dx_{dt}", (_blocks(total),), (256,),
+               (x, dy, dx, stats, coef, i64(total), i32(C), i32(1 if cl else HW), i32(act)))
 
 
 def augment(dt: str, padded, indices, params, scale, shift, out, B: int, ph: int, pw: int,

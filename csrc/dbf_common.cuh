@@ -28,6 +28,14 @@
 #define DBF_NAMESPACE_END }
 #endif
 
+// Unroll on the GPU; host compilers (g++ -Werror, nvcc's host pass) know no
+// `#pragma unroll`, and unroll loops of a constant trip count by themselves.
+#if defined(__CUDA_ARCH__)
+#define DBF_UNROLL _Pragma("unroll")
+#else
+#define DBF_UNROLL
+#endif
+
 // Types and enums only (no code): shared by every copy as they are.
 namespace dbf {
 

@@ -187,8 +187,32 @@ def layout(x: torch.Tensor) -> tuple[torch.Tensor, int]:
     return x.contiguous(), 0
 
 
-def partitions(m: int, c: int, cl: int) -> int:
-    """Row partitions of the GPU partial-sum kernels: about 1k blocks in all,
-    each with at least 2k rows of work."""
+def partitions(m: int, c: int, cl: int, tiled: bool = False) -> int:
+    """Row partitions of the GPU partial-sum kernels. Scalar kernels: about 1k
+    blocks in all, each with at least 2k rows of work. Tiled (bn_act.cu's
+    *_vec kernels, one block a partition): at least TILE_ELEMENTS elements a
+    block and at most TILE_PARTITIONS_MAX blocks, so the finalize's loop over
+    partitions stays short (benchmarks/gpu_sweep_bn_act.py tunes both)."""
+    if tiled:
+        return max(1, min(-(-m * c // TILE_ELEMENTS), TILE_PARTITIONS_MAX))
     blocks_per_part = (c + 31) // 32 if cl else c
     return max(1, min((m + 2047) // 2048, max(1, 1024 // blocks_per_part)))
+
+
+# The tiled partial kernels' partitions: 4 blocks of 256 threads on each of
+# an H100's 132 SMs, each block at least 32k elements.
+TILE_PARTITIONS_MAX = 528
+TILE_ELEMENTS = 32768
+
+
+def tile_lanes(c: int, dtype: torch.dtype, cl: int, *tensors: torch.Tensor) -> int:
+    """Vector lanes of bn_act.cu's tiled kernels for C channels of ``dtype``
+    in channels_last, or 0 where the scalar kernels run: the same rule as
+    bn_act_tile.cuh's tile_lanes and the launcher's alignment check (16-byte
+    vectors of C / lanes channels, lanes a power of two up to 256);
+    tests/ops/test_bn_act_tile.py checks the two agree."""
+    vec = 16 // torch.empty(0, dtype=dtype).element_size()
+    if not cl or c <= 0 or c % vec or any(t.data_ptr() % 16 for t in tensors):
+        return 0
+    lanes = c // vec
+    return lanes if lanes <= 256 and lanes & (lanes - 1) == 0 else 0

@@ -17,7 +17,8 @@ CUDA_SOURCES = ("bn_act.cu", "augment.cu", "gemm_mma.cu", "bias_act.cu")
 KERNELS = {
     "bn_act.cu": [
         f"{k}_{dt}"
-        for k in ("bn_stats_partial", "bn_bwd_partial", "bn_act_fwd", "bn_bwd_dx", "bn_shift_first")
+        for k in ("bn_stats_partial", "bn_bwd_partial", "bn_act_fwd", "bn_bwd_dx", "bn_shift_first",
+                  "bn_stats_partial_vec", "bn_bwd_partial_vec", "bn_act_fwd_vec", "bn_bwd_dx_vec")
         for dt in ("f32", "bf16", "f16")
     ]
     + ["bn_stats_finalize", "bn_bwd_finalize"],
