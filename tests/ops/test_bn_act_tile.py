@@ -32,7 +32,7 @@ def harness(tmp_path_factory):
         pytest.skip("no C++ compiler")
     lib = tmp_path_factory.mktemp("tile") / "harness.so"
     src = Path(__file__).with_name("bn_act_tile_harness.cpp")
-    r = subprocess.run([cxx, "-std=c++17", "-O1", "-shared", "-fPIC", "-Wall", 
+    r = subprocess.run([cxx, "-std=c++17", "-O1", "-shared", "-fPIC", "-Wall",
                         "-Werror", "-I", str(ROOT / "csrc"), str(src), "-o", str(lib)],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
