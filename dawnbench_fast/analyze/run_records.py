@@ -46,6 +46,7 @@ class RunRecord:
     hardware: str
     train_cost_usd: float | None
     wall_seconds: float | None = None  # the trainer process's wall time, when an analysis ran it
+    cpu: dict | None = None  # run.json's cpu_info (family, model, model_name), where it has one
 
     @property
     def folder(self) -> str:
@@ -149,7 +150,7 @@ def read_run(path: Path, flag: str = "--from") -> RunRecord:
                          final_top1=float(result["final_top1"]), rows=rows,
                          phases=dict(result.get("phases_seconds") or {}),
                          hardware=str(data.get("hardware", "unknown")),
-                         train_cost_usd=result.get("train_cost_usd"))
+                         train_cost_usd=result.get("train_cost_usd"), cpu=data.get("cpu_info"))
     except (KeyError, TypeError, ValueError) as e:
         raise ConfigError(f"{flag} {path}: run.json lacks or garbles a key ({e}); docs/RUN_JSON.md "
                           "lists them") from None
