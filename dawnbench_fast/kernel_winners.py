@@ -44,14 +44,14 @@ def load_table(path: Path | None = None) -> dict:
 
 
 def gpu_name(device: torch.device) -> str:
-    """The name NVML reports for ``device`` (torch's, which is the same
-    string, where pynvml is missing); a placeholder where no GPU is visible
-    (then dispatch refuses the GPU backends anyway)."""
-    from dawnbench_fast.hardware import gpu_info
-
+    """The GPU's name as NVML reports it: CUDA's device name is the same
+    string ("NVIDIA H100 80GB HBM3"; the suite records NVML's, and
+    hardware/gpu_info.py the two), read without NVML so that dispatch, on a
+    floor below hardware/, can ask. A placeholder where no GPU is visible
+    (dispatch then refuses the GPU backends anyway)."""
     if not torch.cuda.is_available():
         return "(no CUDA device visible)"
-    return str(gpu_info.gpu_record(device)["name"])
+    return torch.cuda.get_device_name(device)
 
 
 def choices(gpu: str, ops: Iterable[str], table: dict) -> tuple[dict[str, str], dict[str, str]]:

@@ -98,6 +98,42 @@ def _elementwise_specs(act: int) -> list[KernelSpec]:
     return out
 
 
+def _bn_act_specs() -> list[KernelSpec]:
+    """bn_act's statistics, finalize, coefficient, apply and backward kernels (bf16, GELU)."""
+    out: list[KernelSpec] = []
+    for atomic in (True, False):
+        out.append(KernelSpec(f"channel_stats[bf16,{'atomic' if atomic else 'partials'}]",
+                              channel_stats_kernel,
+                              {"x_ptr": "bf16", "psum_ptr": "fp32", "psumsq_ptr": "fp32"},
+                              {"ATOMIC": atomic, "BLOCK_R": 64, "BLOCK_C": 64}, num_warps=8))
+    out.append(KernelSpec("bn_finalize", bn_finalize_kernel,
+                          dict.fromkeys(("psum_ptr", "psumsq_ptr", "weight_ptr", "bias_ptr",
+                                         "rmean_ptr", "rvar_ptr", "mean_ptr", "invstd_ptr",
+                                         "scale_ptr", "shift_ptr"), "fp32"),
+                          {"TRAINING": True, "UPDATE_RUNNING": True, "BLOCK_P": 64, "BLOCK_C": 64},
+                          floats=("count", "momentum", "eps", "unbias"), num_warps=4))
+    out.append(KernelSpec("bn_bwd_coef", bn_bwd_coef_kernel,
+                          dict.fromkeys(("pg_ptr", "pgx_ptr", "mean_ptr", "invstd_ptr", "scale_ptr",
+                                         "dweight_ptr", "dbias_ptr", "a_ptr", "b_ptr"), "fp32"),
+                          {"TRAINING": True, "BLOCK_P": 64, "BLOCK_C": 64}, floats=("count",),
+                          num_warps=4))
+    out.append(KernelSpec("affine_act[bf16,gelu]", affine_act_kernel,
+                          {"x_ptr": "bf16", "scale_ptr": "fp32", "shift_ptr": "fp32",
+                           "y_ptr": "bf16"}, _rc("bf16"), num_warps=8))
+    out.append(KernelSpec("bn_act_bwd_reduce[bf16,gelu]", bn_act_bwd_reduce_kernel,
+                          {"dy_ptr": "bf16", "x_ptr": "bf16", "scale_ptr": "fp32",
+                           "shift_ptr": "fp32", "pg_ptr": "fp32", "pgx_ptr": "fp32"},
+                          _rc("bf16"), num_warps=8))
+    for pool in (False, True):
+        out.append(KernelSpec(f"bn_act_bwd_apply[bf16,gelu{',pool' if pool else ''}]",
+                              bn_act_bwd_apply_kernel,
+                              {"dy_ptr": "bf16", "x_ptr": "bf16", "scale_ptr": "fp32",
+                               "shift_ptr": "fp32", "a_ptr": "fp32", "b_ptr": "fp32",
+                               "idx_ptr": "i8", "dx_ptr": "bf16"},
+                              {"POOL": pool, **_rc("bf16")}, num_warps=8))
+    return out
+
+
 def specs(one_per_kernel: bool = False) -> list[KernelSpec]:
     """The variants the model and the trainer launch (widths 64/256/256, bf16),
     and bf16 GELU variants of the catalogued ops no model uses (bias_act);
@@ -136,36 +172,7 @@ def specs(one_per_kernel: bool = False) -> list[KernelSpec]:
             {"PROLOGUE": prologue, "ACT": act, "ATOMIC": True, "F32_MATH": False,
              "DOT_PRECISION": "ieee", "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk},
             num_warps=warps, num_stages=3))
-    for atomic in (True, False):
-        out.append(KernelSpec(f"channel_stats[bf16,{'atomic' if atomic else 'partials'}]",
-                              channel_stats_kernel,
-                              {"x_ptr": "bf16", "psum_ptr": "fp32", "psumsq_ptr": "fp32"},
-                              {"ATOMIC": atomic, "BLOCK_R": 64, "BLOCK_C": 64}, num_warps=8))
-    out.append(KernelSpec("bn_finalize", bn_finalize_kernel,
-                          dict.fromkeys(("psum_ptr", "psumsq_ptr", "weight_ptr", "bias_ptr",
-                                         "rmean_ptr", "rvar_ptr", "mean_ptr", "invstd_ptr",
-                                         "scale_ptr", "shift_ptr"), "fp32"),
-                          {"TRAINING": True, "UPDATE_RUNNING": True, "BLOCK_P": 64, "BLOCK_C": 64},
-                          floats=("count", "momentum", "eps", "unbias"), num_warps=4))
-    out.append(KernelSpec("bn_bwd_coef", bn_bwd_coef_kernel,
-                          dict.fromkeys(("pg_ptr", "pgx_ptr", "mean_ptr", "invstd_ptr", "scale_ptr",
-                                         "dweight_ptr", "dbias_ptr", "a_ptr", "b_ptr"), "fp32"),
-                          {"TRAINING": True, "BLOCK_P": 64, "BLOCK_C": 64}, floats=("count",),
-                          num_warps=4))
-    out.append(KernelSpec("affine_act[bf16,gelu]", affine_act_kernel,
-                          {"x_ptr": "bf16", "scale_ptr": "fp32", "shift_ptr": "fp32",
-                           "y_ptr": "bf16"}, _rc("bf16"), num_warps=8))
-    out.append(KernelSpec("bn_act_bwd_reduce[bf16,gelu]", bn_act_bwd_reduce_kernel,
-                          {"dy_ptr": "bf16", "x_ptr": "bf16", "scale_ptr": "fp32",
-                           "shift_ptr": "fp32", "pg_ptr": "fp32", "pgx_ptr": "fp32"},
-                          _rc("bf16"), num_warps=8))
-    for pool in (False, True):
-        out.append(KernelSpec(f"bn_act_bwd_apply[bf16,gelu{',pool' if pool else ''}]",
-                              bn_act_bwd_apply_kernel,
-                              {"dy_ptr": "bf16", "x_ptr": "bf16", "scale_ptr": "fp32",
-                               "shift_ptr": "fp32", "a_ptr": "fp32", "b_ptr": "fp32",
-                               "idx_ptr": "i8", "dx_ptr": "bf16"},
-                              {"POOL": pool, **_rc("bf16")}, num_warps=8))
+    out += _bn_act_specs()
     out += _elementwise_specs(act)
     for has_d in (False, True):
         for cfg in gemm_configs():
