@@ -74,7 +74,8 @@ EW_WARPS = 8
 
 
 def deterministic_stats() -> bool:
-    """Per-tile partials instead of atomics for BN statistics?"""
+    """Per-tile partials instead of atomics for the conv kernels' BN statistics
+    and weight gradients? (bn_act's own statistics are always partials.)"""
     if DETERMINISTIC_STATS is not None:
         return DETERMINISTIC_STATS
     return torch.are_deterministic_algorithms_enabled()

@@ -168,13 +168,19 @@ def test_triton_bn_act_bf16_storage(tk):
     torch.testing.assert_close(bn.running_mean, bn_ref.running_mean, rtol=1e-4, atol=1e-5)
 
 
-def test_triton_bn_act_deterministic_mode_is_bitwise_repeatable(tk, monkeypatch):
-    x = torch.randn(4, 33, 5, 5)
+@pytest.mark.parametrize("mode", [True, None])  # --deterministic, and the default: the same order
+def test_triton_bn_act_is_bitwise_repeatable_forward_and_backward(tk, monkeypatch, mode):
+    monkeypatch.setattr(launches, "DETERMINISTIC_STATS", mode)
+    x0 = torch.randn(4, 33, 5, 5) * 2 + 0.5
     bn, _ = _bn_pair(33, True)
-    monkeypatch.setattr(launches, "DETERMINISTIC_STATS", True)
-    a = tk.bn_act(x, copy.deepcopy(bn), "gelu")
-    b = tk.bn_act(x, copy.deepcopy(bn), "gelu")
-    assert torch.equal(a, b)
+    g = torch.randn_like(x0)
+    runs = []
+    for _ in range(2):
+        x, b = x0.clone().requires_grad_(True), copy.deepcopy(bn)
+        y = tk.bn_act(x, b, "gelu")
+        y.backward(g)
+        runs.append((y, x.grad, b.weight.grad, b.bias.grad, b.running_mean, b.running_var))
+    assert all(torch.equal(p, q) for p, q in zip(*runs, strict=True))
 
 
 def test_triton_launch_counts_record_kernel_runs(tk):
