@@ -11,12 +11,14 @@ how its config and recipe description are built, and the DAWNBench model name.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
 import torch
 
 from dawnbench_fast.config import config_file
 from dawnbench_fast.data.cifar10 import DataError
+from dawnbench_fast.data.imagenet.jpeg_turbo import DECODERS
 from dawnbench_fast.execution import gpu_defaults
 from dawnbench_fast.execution.distributed import world
 from dawnbench_fast.imagenet.recipe import RECIPES, apply_overrides, validate
@@ -57,6 +59,12 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("data")
     g.add_argument("--data-dir", help="folder holding train/ and val/ ImageFolders "
                    "(<split>/<synset>/<image>), or train.pack and val.pack (docs/IMAGENET.md)")
+    g.add_argument("--decoder", choices=DECODERS, default=None,
+                   help=f"JPEG decoder (default: the recipe's; {d.decoder} for the default recipe): pil "
+                   "(Pillow), or simplejpeg (libjpeg-turbo, faster; pip install 'dawnbench-fast[jpeg]')")
+    g.add_argument("--no-preflight", action="store_true",
+                   help="skip the pre-flight: after the warm-up, the loader timed for "
+                   f"{d.preflight_seconds:g} s against the steps it must feed (--set preflight_seconds=S)")
     cli.add_training_args(p, d, set_example="lr_per_256=0.125")
     p.add_argument("--recipe", choices=sorted(RECIPES), default="dawnbench_fast",
                    help="named recipe: dawnbench_fast (ours: FFCV's ResNet-50 at 40 epochs, Nesterov, "
@@ -70,9 +78,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def config_from_args(args: argparse.Namespace) -> Config:
     if args.config is not None:
-        return apply_overrides(config_file.from_file(args, Config, validate), args.set)
-    cfg = Config(**config_file.recipe_fields(args, RECIPES))
-    return apply_overrides(cfg, args.set)
+        cfg = config_file.from_file(args, Config, validate)
+    else:
+        cfg = Config(**config_file.recipe_fields(args, RECIPES))
+    return apply_overrides(dataclasses.replace(cfg, **loader_fields(args)), args.set)
+
+
+def loader_fields(args: argparse.Namespace) -> dict:
+    """The fields ImageNet's own data flags set (only those given: with
+    --config the file's values stand otherwise)."""
+    out: dict = {"decoder": args.decoder} if args.decoder is not None else {}
+    if args.no_preflight:
+        out["preflight_seconds"] = 0.0
+    return out
 
 
 def recipe(cfg: Config, data: ImageNetData, device: torch.device, backend: str,
@@ -93,7 +111,8 @@ def recipe(cfg: Config, data: ImageNetData, device: torch.device, backend: str,
             "compile": gpu_defaults.compile_enabled(cfg.compile, device),
         },
         data={"root": str(data.root), "train_images": len(data.train), "val_images": len(data.val),
-              "classes": data.classes},
+              "classes": data.classes, "decoder": cfg.decoder, "top5_k": min(5, data.classes)},
+        extra_result=lambda backend: {"loader_preflight": data.preflight},
         save_model=lambda task, cfg, path: save_model(task.net, cfg, path, data.classes),
         target_metric="top5", ops=[],
     )
@@ -102,7 +121,7 @@ def recipe(cfg: Config, data: ImageNetData, device: torch.device, backend: str,
 COMMAND = TaskCommand(
     config_from_args=lambda args: config_from_args(args),
     resolve_backend=lambda cfg, device: resolve_kernels(cfg.kernels),
-    load_data=lambda cfg, device, w: load_data(cfg.data_dir),
+    load_data=lambda cfg, device, w: load_data(cfg.data_dir, cfg.decoder),
     make_task=lambda cfg, data, device, backend: ImageNetTask(cfg, data, device),
     recipe=recipe,
 )

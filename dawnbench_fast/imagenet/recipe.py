@@ -20,6 +20,7 @@ import numpy as np
 
 from dawnbench_fast.config.overrides import apply_overrides as _apply_overrides
 from dawnbench_fast.config.overrides import check, common_checks
+from dawnbench_fast.data.imagenet.jpeg_turbo import DECODERS
 from dawnbench_fast.execution.gpu_defaults import COMPILE_CHOICES, COMPILE_RULE
 from dawnbench_fast.models.resnet import ARCHS
 
@@ -39,6 +40,8 @@ class ImageNetRecipe:
     eval_subset: int = 0  # likewise: the whole val/ folder (0)
     loader_threads: int = 0  # the pipeline's decoding threads per process (0: its default)
     skip_bad: bool = False  # leave unreadable images out of their batch (counted) instead of stopping
+    decoder: str = "pil"  # JPEG decoder: pil, or simplejpeg (libjpeg-turbo; the [jpeg] extra)
+    preflight_seconds: float = 3.0  # loader timing after the warm-up: can it feed the steps? (0: skip)
     # Progressive resizing by epoch, FFCV's rule: min_res up to epoch res_ramp[0],
     # max_res from res_ramp[1], in between the linear ramp rounded to res_step px.
     min_res: int = 160
@@ -126,6 +129,8 @@ def validate(cfg: ImageNetRecipe) -> ImageNetRecipe:
         (cfg.eval_batch_size >= 1 and cfg.loader_threads >= 0, "eval_batch_size",
          "eval_batch_size >= 1 and loader_threads >= 0"),
         (cfg.compile in COMPILE_CHOICES, "compile", COMPILE_RULE),
+        (cfg.decoder in DECODERS, "decoder", f"must be one of {', '.join(DECODERS)}"),
+        (cfg.preflight_seconds >= 0, "preflight_seconds", "must be >= 0 (0 skips the pre-flight)"),
     ])
     return cfg
 

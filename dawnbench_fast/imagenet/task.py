@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -27,12 +28,14 @@ from torch import nn
 
 from dawnbench_fast.config.precision import with_resolved_precision
 from dawnbench_fast.data.cifar10 import DataError
+from dawnbench_fast.data.imagenet.jpeg_turbo import get_decoder
 from dawnbench_fast.data.imagenet.loader import ImageNetLoader, open_source
 from dawnbench_fast.data.imagenet.source import ImageSource
 from dawnbench_fast.dispatch import KernelsUnavailable
 from dawnbench_fast.execution import gpu_defaults
 from dawnbench_fast.execution.distributed import World, average_bn_statistics, convert_sync_batchnorm, world
 from dawnbench_fast.execution.runtime import autocast
+from dawnbench_fast.imagenet.preflight import report, run_preflight
 from dawnbench_fast.imagenet.recipe import MEAN, STD, ImageNetRecipe, train_resolution, validate
 from dawnbench_fast.models.resnet import ResNet
 from dawnbench_fast.optim.schedule import set_warmup_linear_decay
@@ -58,6 +61,7 @@ class ImageNetData:
     root: Path
     train: ImageSource  # len, labels (int64), classes (sorted synsets), read(i), name(i)
     val: ImageSource
+    preflight: dict | None = None  # the warm-up's loader pre-flight (preflight.py), for run.json
 
     @property
     def classes(self) -> int:
@@ -78,14 +82,22 @@ def split_path(data_dir: str | None, split: str) -> Path:
     return folder
 
 
-def load_data(data_dir: str | None) -> ImageNetData:
-    """Both splits, the validation split indexed by the training split's synsets."""
+def load_data(data_dir: str | None, decoder: str = "pil") -> ImageNetData:
+    """Both splits, the validation split indexed by the training split's
+    synsets; first, ``decoder`` is checked to be installed (a one-line error
+    before the folders are scanned)."""
+    get_decoder(decoder)
     train = open_source(split_path(data_dir, "train"))
     val = open_source(split_path(data_dir, "val"), classes=list(train.classes))
     if list(train.classes) != list(val.classes):  # a packed val file carries its own list
         raise DataError(f"--data-dir {data_dir}: train and val name different classes "
                         f"({len(train.classes)} and {len(val.classes)} synsets)")
-    return ImageNetData(Path(str(data_dir)), train, val)
+    data = ImageNetData(Path(str(data_dir)), train, val)
+    if data.classes <= 5 and world().rank == 0:  # a user's first small try: say what top-5 means then
+        print(f"note: {data.classes} classes in --data-dir: top-5 counts the top {min(5, data.classes)}, "
+              "which always hold the label (top-5 100%, the target met trivially); use 6 or more classes "
+              "for a meaningful top-5", file=sys.stderr)
+    return data
 
 
 def make_loader(source: ImageSource, cfg: Config, w: World, global_batch: int,
@@ -97,7 +109,8 @@ def make_loader(source: ImageSource, cfg: Config, w: World, global_batch: int,
     does not make the host wait each step (loader.host_buffer)."""
     pin = device is not None and device.type == "cuda"
     return ImageNetLoader(source, global_batch=global_batch, seed=cfg.seed, rank=w.rank, world_size=w.size,
-                          threads=cfg.loader_threads or None, skip_bad=cfg.skip_bad, pin_memory=pin)
+                          threads=cfg.loader_threads or None, skip_bad=cfg.skip_bad, pin_memory=pin,
+                          decoder=cfg.decoder)
 
 
 @functools.cache
@@ -127,7 +140,7 @@ class Config(ImageNetRecipe):
     def build_task(self, device: torch.device) -> ImageNetTask:
         """Validate, resolve the kernels, open the data and return the task."""
         cfg, _ = _resolved(self, device)
-        return ImageNetTask(cfg, load_data(cfg.data_dir), device)
+        return ImageNetTask(cfg, load_data(cfg.data_dir, cfg.decoder), device)
 
 
 def _resolved(cfg: Config, device: torch.device) -> tuple[Config, str]:
@@ -209,6 +222,7 @@ class ImageNetTask:
         self.forward_loss = gpu_defaults.compiled(forward_loss) if self.compiled else forward_loss
         self.net: ResNet | None = None
         self.step = 0
+        self.step_times: list[tuple[int, float]] | None = None  # (side, s) per step: the warm-up's only
 
     def init_model(self) -> None:
         """The seeded ResNet on the device (synchronised BN and DDP in a torchrun job)."""
@@ -270,7 +284,40 @@ class ImageNetTask:
                   file=sys.stderr)
         self.skipped = len(bad)
 
+    def prepare_warm_up(self) -> None:
+        """The warm-up task times its steps (a synchronisation each: outside the
+        clock) for the pre-flight."""
+        self.step_times = []
+
+    def warm_up_evaluation(self) -> None:
+        """The warm-up's evaluation batch, then the loader's pre-flight
+        (preflight.py) unless ``preflight_seconds`` is 0."""
+        self.evaluate(tta=True, max_batches=1)
+        # once a command (--runs N warms up each seed)
+        if self.cfg.preflight_seconds > 0 and self.step_times and self.data.preflight is None:
+            self.preflight()
+
+    def preflight(self) -> None:
+        """Time the loader against the fastest warm-up step after each side's
+        first (that one compiles); printed by rank 0, kept for run.json."""
+        first = {side: k for k, (side, _) in reversed(list(enumerate(self.step_times)))}
+        later = [(s, side) for k, (side, s) in enumerate(self.step_times) if first[side] != k]
+        seconds, side = min(later or [(s, side) for side, s in self.step_times])
+        result = run_preflight(self.loader, side, seconds, self.cfg.preflight_seconds)
+        report(result, self.world.main)
+        self.data.preflight = result.record()
+
     def train_step(self, x: torch.Tensor, y: torch.Tensor) -> StepLoss:
+        if self.step_times is None:
+            return self._train_step(x, y)
+        _synchronize(self.device)
+        start = time.perf_counter()
+        loss = self._train_step(x, y)
+        _synchronize(self.device)
+        self.step_times.append((x.shape[-1], time.perf_counter() - start))
+        return loss
+
+    def _train_step(self, x: torch.Tensor, y: torch.Tensor) -> StepLoss:
         cfg = self.cfg
         self.splits.start()
         self.model.train()

@@ -94,10 +94,13 @@ class EpochLog:
             self.mode = "a"
 
     def append(self, record: dict) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open(self.mode) as f:
-            f.write(json.dumps(record) + "\n")
-            f.flush()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open(self.mode) as f:
+                f.write(json.dumps(record) + "\n")
+                f.flush()
+        except OSError as e:  # a full disk: one line (a cut line is skipped when read back)
+            raise atomic.WriteFailed(self.path, e) from e
         self.mode = "a"
 
     def close(self) -> None:

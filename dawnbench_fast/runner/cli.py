@@ -9,7 +9,9 @@ import argparse
 import glob
 import json
 import math
+import os
 import sys
+import tempfile
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -17,12 +19,13 @@ from typing import Any, TypeVar
 
 import torch
 
-from dawnbench_fast import dispatch
+from dawnbench_fast import atomic, dispatch
 from dawnbench_fast.config.overrides import ConfigError
 from dawnbench_fast.config.precision import PRECISIONS, with_resolved_precision
 from dawnbench_fast.execution import distributed, gpu_defaults
 from dawnbench_fast.execution.runtime import configure_process, resolve_device, set_deterministic
 from dawnbench_fast.reporting import tensorboard_log
+from dawnbench_fast.runner import stopping
 from dawnbench_fast.runner.outcome import MISSED_TARGET_STATUS
 from dawnbench_fast.training.train import NonFiniteLoss
 
@@ -30,7 +33,9 @@ C = TypeVar("C")
 
 # Errors that the user acts on: one line on stderr, exit 2 (a diverged run
 # included: its message says which step and what to change).
-USER_ERRORS: tuple[type[BaseException], ...] = (ConfigError, dispatch.KernelsUnavailable, NonFiniteLoss)
+# A result the disk refuses (atomic.WriteFailed: full, read-only) is one line too.
+USER_ERRORS: tuple[type[BaseException], ...] = (ConfigError, dispatch.KernelsUnavailable, NonFiniteLoss,
+                                                atomic.WriteFailed)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -229,6 +234,7 @@ def check_out_dir(path: Path, overwrite: bool, resuming: bool = False) -> None:
     if path.exists() and not path.is_dir():
         raise ConfigError(f"--out {path}: is a file, not a folder; pass a folder path")
     _check_parents("--out", path, "folder")
+    _check_writable("--out", path)
     if path.is_dir() and not (overwrite or resuming) and any(path.iterdir()):
         raise ConfigError(f"--out {path}: folder is not empty (results of an earlier run?); "
                           "pass a new --out folder, or --overwrite to replace its files")
@@ -240,6 +246,7 @@ def check_save_model(path: Path, runs: int, overwrite: bool) -> None:
     if path.is_dir():
         raise ConfigError(f"--save-model {path}: is a folder; pass a file path, e.g. {path / 'model.pt'}")
     _check_parents("--save-model", path, "file")
+    _check_writable("--save-model", path.parent)
     # With --runs N each seed's model is PATH's stem + _seedK (runs.run_one).
     stem, suffix = glob.escape(path.stem), glob.escape(path.suffix)  # a name may hold [ or *
     pattern = f"{stem}_seed*{suffix}" if runs > 1 else glob.escape(path.name)
@@ -259,6 +266,18 @@ def _check_parents(flag: str, path: Path, kind: str) -> None:
             return
 
 
+def _check_writable(flag: str, path: Path) -> None:
+    # Permissions prove nothing as root, and /proc or a read-only mount refuses
+    # whatever the mode bits say: ask the system, with a folder made and removed
+    # at once in the deepest part of the path that exists (nothing is left).
+    base = next((p for p in (path, *path.parents) if p.exists()), Path("."))
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".dawnbench-probe-", dir=base))
+    except OSError as e:
+        raise ConfigError(f"{flag} {path}: {base} refuses new files ({e.strerror or e}); "
+                          "pass a folder on a writable disk") from None
+
+
 def json_dumps(obj: object) -> str:
     """Indented JSON, anything unusual as its str (paths, devices): --show-config."""
     return json.dumps(obj, indent=2, default=str)
@@ -266,16 +285,21 @@ def json_dumps(obj: object) -> str:
 
 def guarded(prog: str, command: Callable[[], int],
             errors: tuple[type[BaseException], ...] = USER_ERRORS) -> int:
-    """Run ``command``; a user error (``errors``) is one line and exit 2, ^C is exit 130.
+    """Run ``command``; a user error (``errors``) is one line and exit 2, ^C is exit 130,
+    SIGTERM is treated as ^C (runner/stopping.py) and exits 143.
     A torchrun job's process group is left at the end, whatever happened."""
     try:
-        return command()
+        with stopping.sigterm_as_interrupt():
+            return command()
     except errors as e:
         sys.stderr.write(f"{prog}: error: {e}\n")
         return 2
+    except stopping.Terminated:
+        sys.stderr.write(f"{prog}: terminated (SIGTERM)\n")
+        return stopping.TERMINATED_STATUS
     except KeyboardInterrupt:
         sys.stderr.write(f"{prog}: interrupted\n")
-        return 130
+        return stopping.INTERRUPTED_STATUS
     finally:
         distributed.shutdown()
 

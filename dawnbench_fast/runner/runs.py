@@ -33,7 +33,7 @@ from dawnbench_fast.execution.distributed import World, world
 from dawnbench_fast.hardware import gpu_info
 from dawnbench_fast.hardware.machine import load_average
 from dawnbench_fast.reporting import bench, run_log, run_report
-from dawnbench_fast.runner import outcome
+from dawnbench_fast.runner import outcome, stopping
 from dawnbench_fast.training import checkpoint
 from dawnbench_fast.training.latency import Latency, measure_latency
 from dawnbench_fast.training.task import Task
@@ -98,10 +98,14 @@ def run_seeds(recipe: Recipe, cfg: Any, args: argparse.Namespace, device: torch.
             if summary is None:
                 with out_of_memory_hint(run_cfg.batch_size, device):
                     summary = run_one(ctx, run_cfg, run_dir)
-        except KeyboardInterrupt:
-            sys.stderr.write(f"interrupted: {run_dir / checkpoint.RUN_CHECKPOINT} holds the last finished "
-                             f"epoch; go on with the same command plus --resume {out}\n")
+        except KeyboardInterrupt as e:  # ^C, or SIGTERM (stopping.py): the last checkpoint is whole
+            what = "terminated (SIGTERM)" if isinstance(e, stopping.Terminated) else "interrupted"
+            hint = stopping.resume_hint(run_dir / checkpoint.RUN_CHECKPOINT, out, recipe.entry)
+            sys.stderr.write(f"{what}: {hint}\n")
             raise
+        except atomic.WriteFailed as e:  # a full disk: one line, the last checkpoint kept
+            hint = stopping.resume_hint(run_dir / checkpoint.RUN_CHECKPOINT, out, recipe.entry)
+            raise e.with_hint(f"the files written before are kept; free space, then: {hint}") from None
         summaries.append(summary)
         if w.main:
             print(bench.run_line(summary, cfg.target), flush=True)

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import torch
 
-from dawnbench_fast.atomic import atomic_path
+from dawnbench_fast.atomic import write_stream
 from dawnbench_fast.config.overrides import ConfigError
 from dawnbench_fast.data.cifar10 import DataError
 
@@ -23,8 +23,7 @@ M = TypeVar("M", bound=torch.nn.Module)
 def save(model: torch.nn.Module, cfg: Any, path: str | os.PathLike) -> None:
     """Weights plus ``cfg`` (a dataclass), written atomically."""
     payload = {"config": dataclasses.asdict(cfg), "state_dict": model.state_dict()}
-    with atomic_path(Path(path)) as tmp:
-        torch.save(payload, tmp)
+    write_stream(Path(path), lambda f: torch.save(payload, f))
 
 
 def load(path: str | os.PathLike, device: str | torch.device, config_type: type,
@@ -53,18 +52,20 @@ def load(path: str | os.PathLike, device: str | torch.device, config_type: type,
 RUN_CHECKPOINT = "checkpoint.pt"  # in the run's folder, beside run.json
 _FORMAT = "dawnbench_fast run checkpoint v1"
 # Config fields that may differ between the killed and the resuming command:
-# where the same data is read from changes nothing that is computed.
-_MAY_DIFFER = ("data_dir", "download")
+# where the same data is read from, and whether the loader is timed before
+# training (ImageNet's pre-flight), change nothing that is computed.
+_MAY_DIFFER = ("data_dir", "download", "preflight_seconds")
 
 
 def save_run(path: Path, *, config: dict, task_state: dict, loop: dict, phases: dict[str, float],
              wall_start: float, resumes: int) -> None:
     """One run's state at an epoch's end, written atomically: a run killed at
-    any moment leaves the previous checkpoint or this one, never half of one."""
+    any moment leaves the previous checkpoint or this one, never half of one;
+    a full disk is an :class:`~dawnbench_fast.atomic.WriteFailed` that leaves
+    the previous one too."""
     payload = {"format": _FORMAT, "config": config, "task": task_state, "loop": loop,
                "phases": dict(phases), "wall_start": wall_start, "resumes": resumes}
-    with atomic_path(path) as tmp:
-        torch.save(payload, tmp)
+    write_stream(path, lambda f: torch.save(payload, f))
 
 
 def load_run(path: Path, config: dict) -> dict:

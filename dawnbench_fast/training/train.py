@@ -413,16 +413,18 @@ def accuracy(predict: Predict,
              batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
              top5: bool = False) -> tuple[float, float | None]:
     """(top-1, top-5 or None) of ``predict``'s logits over (inputs, labels)
-    batches. ``predict`` carries the test-time augmentation, if any. In a
-    torchrun job each rank passes its shard of the test set and the counts
-    are summed over the ranks (dawnbench_fast.execution.distributed)."""
+    batches; top-5 is top-k with k = the classes where there are fewer than
+    5. ``predict`` carries the test-time augmentation, if any. In a torchrun
+    job each rank passes its shard of the test set and the counts are summed
+    over the ranks (dawnbench_fast.execution.distributed)."""
     correct = correct5 = total = 0
     for x, y in batches:
         with nvtx.annotate("eval_batch", domain=NVTX_DOMAIN):  # Nsight names each batch
             logits = predict(x)
             correct += (logits.argmax(1) == y).sum().item()
             if top5:
-                correct5 += (logits.topk(5, 1).indices == y[:, None]).any(1).sum().item()
+                top = logits.topk(min(5, logits.shape[1]), 1).indices
+                correct5 += (top == y[:, None]).any(1).sum().item()
         total += len(y)
     correct, correct5, total = world().sum_counts([correct, correct5, total])
     return correct / total, (correct5 / total if top5 else None)

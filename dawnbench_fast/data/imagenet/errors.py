@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dawnbench_fast.data.cifar10 import DataError
 
-__all__ = ["BadImage", "DataError"]
+__all__ = ["BadImage", "DataError", "DecoderUnavailable"]
 
 
 class BadImage(DataError):
@@ -22,3 +22,9 @@ class BadImage(DataError):
         self.reason = reason
         super().__init__(f"{name}: not a readable image ({reason}); replace or remove the file, "
                          f"or pass skip_bad=True to leave such files out")
+
+
+class DecoderUnavailable(DataError):
+    """``--decoder NAME`` names a decoder whose package is not installed (or
+    no decoder at all). Raised when the loader is built, never replaced by
+    another decoder behind the user's back."""

@@ -83,3 +83,19 @@ def decode_rgb(data: bytes, name: str = "<bytes>", scale: int = 1) -> np.ndarray
     """Bytes to a (H, W, 3) uint8 RGB array (at 1/``scale`` for a JPEG, when
     the image allows it; see :func:`decode` for the reduction applied)."""
     return decode(open_image(data, name), name, scale)[0]
+
+
+class PilDecoder:
+    """The loader's default decoder (``--decoder pil``): Pillow, draft mode
+    where the crop allows. ``open`` parses the header only; ``decode`` decodes
+    at 1/``scale`` and returns the reduction applied (:func:`decode`)."""
+
+    name = "pil"
+
+    def open(self, data: bytes, name: str) -> tuple[int, int, Image.Image]:
+        """(width, height, handle for :meth:`decode`)."""
+        img = open_image(data, name)
+        return img.width, img.height, img
+
+    def decode(self, handle: Image.Image, name: str, scale: int) -> tuple[np.ndarray, int]:
+        return decode(handle, name, scale)

@@ -24,16 +24,27 @@ the same of CIFAR's per-step host data).
 
 Work is spread over a thread pool: Pillow releases the GIL while it decodes
 and the resize kernel is compiled with ``nogil``, so threads run in parallel
-with no processes to start or pickle. The next batch is built while the
-caller uses the current one (one batch of prefetch).
+with no processes to start or pickle. The next ``prefetch`` batches (two by
+default) are built while the caller uses the current one: one batch ahead
+left the pool idle between the moment a batch is handed out and the next
+one's first image, and a step that takes longer than usual (an evaluation, a
+checkpoint) is absorbed. The decoder (``decoder``) is Pillow or
+libjpeg-turbo through simplejpeg (jpeg_turbo.py).
+
+Threads: by default the cores this process may use divided by the processes
+torchrun starts on this node (``LOCAL_WORLD_SIZE``): 8 ranks on a 96-core node
+get 12 threads each, not 96 each (768 threads fighting for 96 cores). A
+task's train and validation loaders each have a pool of that size, but never
+decode at the same time (evaluation runs between epochs).
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 import numpy as np
@@ -42,13 +53,15 @@ import torch
 from dawnbench_fast.data.imagenet import crop
 from dawnbench_fast.data.imagenet.errors import BadImage
 from dawnbench_fast.data.imagenet.folder import ImageFolder
-from dawnbench_fast.data.imagenet.jpeg import decode, draft_scale, open_image
+from dawnbench_fast.data.imagenet.jpeg import PilDecoder, draft_scale
+from dawnbench_fast.data.imagenet.jpeg_turbo import TurboDecoder, get_decoder
 from dawnbench_fast.data.imagenet.pack import PackedSource
 from dawnbench_fast.data.imagenet.resize import resize_into
 from dawnbench_fast.data.imagenet.source import ImageSource
 
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 CHUNK = 8  # images per pool task: enough to hide the task overhead, small enough to balance
+PREFETCH = 2  # batches built ahead of the one the caller holds
 
 
 def open_source(path: str | Path, classes: list[str] | None = None) -> ImageSource:
@@ -62,11 +75,17 @@ def open_source(path: str | Path, classes: list[str] | None = None) -> ImageSour
 
 
 def default_threads() -> int:
-    """The cores this process may run on."""
+    """The cores this process may run on, shared with the other processes
+    torchrun started on this node (``LOCAL_WORLD_SIZE``; 1 outside torchrun)."""
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    try:
+        local = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    except ValueError:  # not set by torchrun: ignore rather than fail a loader over it
+        local = 1
+    return max(1, cores // local)
 
 
 def host_buffer(shape: tuple[int, ...], dtype: torch.dtype, pin: bool) -> torch.Tensor:
@@ -86,16 +105,18 @@ class ImageNetLoader:
     """Batches of ``source`` for rank ``rank`` of ``world_size``.
 
     ``global_batch``: images per training step over all ranks (a multiple of
-    ``world_size``). ``threads``: decoding threads (default: the cores this
-    process may use). ``skip_bad``: leave unreadable images out of their
-    batch (which is then smaller) and list them in ``bad_files``, instead of
-    raising :class:`~.errors.BadImage`. ``pin_memory``: images and labels in
-    pinned host memory, for asynchronous copies to a GPU (needs CUDA).
+    ``world_size``). ``threads``: decoding threads (default:
+    :func:`default_threads`). ``prefetch``: batches built ahead (>= 1).
+    ``decoder``: ``"pil"`` or ``"simplejpeg"`` (jpeg_turbo.py). ``skip_bad``:
+    leave unreadable images out of their batch (which is then smaller) and
+    list them in ``bad_files``, instead of raising :class:`~.errors.BadImage`.
+    ``pin_memory``: images and labels in pinned host memory, for asynchronous
+    copies to a GPU (needs CUDA).
     """
 
     def __init__(self, source: ImageSource, *, global_batch: int, seed: int, rank: int = 0,
                  world_size: int = 1, threads: int | None = None, skip_bad: bool = False,
-                 pin_memory: bool = False):
+                 pin_memory: bool = False, prefetch: int = PREFETCH, decoder: str = "pil"):
         if world_size < 1 or not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} of world_size {world_size}: need 0 <= rank < world_size")
         if global_batch < 1 or global_batch % world_size:
@@ -104,6 +125,10 @@ class ImageNetLoader:
         if len(source) < global_batch:
             raise ValueError(f"global_batch {global_batch} is larger than the {len(source)} images "
                              f"of the source: no full batch to train on")
+        if prefetch < 1:
+            raise ValueError(f"prefetch {prefetch}: must be >= 1 batch")
+        self.decoder: PilDecoder | TurboDecoder = get_decoder(decoder)  # before the pool: may raise
+        self.prefetch = prefetch
         self.source = source
         self.global_batch = global_batch
         self.local_batch = global_batch // world_size
@@ -149,13 +174,13 @@ class ImageNetLoader:
         return self._pipeline(plans, size)
 
     def _pipeline(self, plans: Iterator[tuple[np.ndarray, np.ndarray | None]], size: int) -> Iterator[Batch]:
-        """Submit each batch's work, keep one batch ahead, yield in order; on
+        """Submit each batch's work, keep ``prefetch`` batches ahead, yield in order; on
         early exit, cancel what has not started and wait for what has."""
         pending: deque[tuple[np.ndarray, torch.Tensor, list[Future]]] = deque()
         try:
             for indices, uniforms in plans:
                 pending.append(self._submit(indices, uniforms, size))
-                if len(pending) > 1:
+                if len(pending) > self.prefetch:
                     yield self._collect(*pending.popleft())
             while pending:
                 yield self._collect(*pending.popleft())
@@ -207,16 +232,45 @@ class ImageNetLoader:
 
     def _load_one(self, out: np.ndarray, index: int, u: np.ndarray | None) -> None:
         name = f"image {index}"  # replaced by the source's name if this image is bad
-        img = open_image(self.source.read(index), name)
-        width, height = img.size
+        width, height, img = self.decoder.open(self.source.read(index), name)
         if u is None:
             box, flip = crop.val_box(width, height, out.shape[0]), False
         else:
             box, flip = crop.train_box(width, height, u)
         s = draft_scale(width, height, box.x1 - box.x0, box.y1 - box.y0, out.shape[1], out.shape[0])
-        pixels, s = decode(img, name, s)
+        pixels, s = self.decoder.decode(img, name, s)
         b = crop.scaled(box, s, pixels.shape[1], pixels.shape[0])
         resize_into(pixels, out, b.x0, b.y0, b.x1, b.y1, *b.clip, flip)
+
+    def time_images(self, size: int, seconds: float, max_images: int | None = None,
+                    epoch: int = 0) -> tuple[int, float]:
+        """Decode, crop and resize this rank's training images of ``epoch``
+        (cycled if need be) at ``size`` px on the loader's threads for about
+        ``seconds``, or until ``max_images`` are done; returns (images done,
+        seconds taken). The work goes out a
+        chunk at a time, not a batch at a time, so that a slow source still
+        stops near ``seconds`` (a batch of 1024 full-size JPEGs on one slow
+        core can take minutes)."""
+        _check_size(size)
+        order = self.rank_indices(epoch).ravel()
+        chunks = [order[i:i + CHUNK] for i in range(0, len(order), CHUNK)]
+        if not chunks:
+            return 0, 0.0
+        uniforms = [crop.keyed_uniforms(self.seed, epoch, c) for c in chunks]
+        done, k, start = 0, 0, time.perf_counter()
+        running: dict[Future, int] = {}
+        while True:
+            late = time.perf_counter() - start >= seconds or (max_images is not None and done >= max_images)
+            while not late and len(running) < 2 * self.threads:  # keep every thread busy
+                c = chunks[k % len(chunks)]
+                out = np.empty((len(c), size, size, 3), np.uint8)
+                running[self._pool.submit(self._fill, out, c, uniforms[k % len(chunks)], 0, len(c))] = len(c)
+                k += 1
+            if not running:
+                return done, time.perf_counter() - start
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for f in finished:
+                done += running.pop(f) - len(f.result())  # unreadable ones (skip_bad) not counted
 
     def close(self) -> None:
         """Stop the decoding threads (after the work already handed to them)."""

@@ -242,7 +242,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("src", help="the split folder, e.g. ROOT/train (holding <synset>/*.JPEG)")
     ap.add_argument("out", help="the packed file to write")
     size = ap.add_mutually_exclusive_group()
-    size.add_argument("--max-side", type=int, default=None, help="cap the longer side (default 256)")
+    size.add_argument("--max-side", type=int, default=None,
+                      help="cap the longer side (default 256; FFCV's ResNet-50 packs at up to 500: "
+                      "5.6x the bytes, 3.4x the decode time, docs/IMAGENET.md)")
     size.add_argument("--short-side", type=int, default=None, help="cap the shorter side instead")
     size.add_argument("--keep-size", action="store_true", help="store every image at its own size")
     ap.add_argument("--quality", type=int, default=90, help="JPEG quality of re-encoded images")
