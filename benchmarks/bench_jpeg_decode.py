@@ -135,6 +135,8 @@ def test_decode(benchmark, forms, form, impl):
         torch.set_num_threads(torch_threads)
         if loader is not None:
             loader.close()
+    if benchmark.stats is None:  # --benchmark-disable: run once, nothing timed
+        return
     benchmark.extra_info.update(images=len(source), images_per_s=len(source) / benchmark.stats.stats.median,
                                 bytes_per_image=sum(len(source.read(i)) for i in range(len(source)))
                                 / len(source), data=source.what, size=SIZE)
