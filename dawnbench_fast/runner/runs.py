@@ -113,6 +113,8 @@ def run_seeds(recipe: Recipe, cfg: Any, args: argparse.Namespace, device: torch.
         return 0
     # the console summary, kept: report.txt holds exactly what is printed
     text = summary_text(ctx, cfg, summaries)
+    gaps = outcome.submission_line(args)  # what a submission of these files still lacks
+    text += f"{gaps}\n" if gaps else ""
     print()
     print(text, end="")
     atomic.write_text(out / run_report.TEXT_NAME, text)
@@ -121,9 +123,6 @@ def run_seeds(recipe: Recipe, cfg: Any, args: argparse.Namespace, device: torch.
         seeds = range(cfg.seed, cfg.seed + args.runs)
         run_report.write_report(out, [out / f"seed{s}" for s in seeds],
                                 f"DAWNBench {recipe.dataset} report: seeds {seeds[0]}-{seeds[-1]}")
-    gaps = outcome.submission_line(args)
-    if gaps:
-        print(gaps)
     print(f"reports written to {out}/")
     status = outcome.exit_status(summaries, args)
     if status:

@@ -132,4 +132,5 @@ def test_no_placeholder_url_in_a_submission(missed_run):
     (line,) = [ln for ln in stdout.splitlines() if ln.startswith("not yet a DAWNBench submission")]
     for flag in ("--code-url", "--author", "--email", "--hardware"):
         assert flag in line
+    assert line in (out / "report.txt").read_text().splitlines()  # the summary as kept, too
     assert not re.search(r"github\.com/dawnbench", stdout)
