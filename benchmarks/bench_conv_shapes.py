@@ -16,7 +16,14 @@ variant (csrc/conv_group_wgrad_pooled_cpu.cpp, the default there) on a real
 max-pool gradient (one nonzero per window and channel). ``extra_info``: GFLOP
 (2 x multiply-accumulates of the direct form, padding taps included, the same
 count for every weight gradient, so the GFLOP/s of the sparse variant is the
-dense-equivalent rate) and GFLOP/s.
+dense-equivalent rate) and GFLOP/s. ``test_conv3x3_dgrad_pooled``: the input
+gradient of the same three convs on the same kind of dY, oneDNN's dense one
+(the cpu backend's default, ``onednn``) against csrc/conv_group_dgrad_pooled_cpu.cpp
+(``pooled``, ``DAWNBENCH_DGRAD=pooled``), GFLOP counted as for the dense
+gradient; the next step is to time it on an idle machine and flip the default
+in csrc/conv_group_dgrad.py if it wins:
+
+    python -m pytest benchmarks/bench_conv_shapes.py -k dgrad_pooled --benchmark-only
 
 Winograd F(2x2, 3x3) for 256 -> 256 channels at 7 x 7: each image becomes
 4 x 4 tiles of 4 x 4 transformed pixels (16 tile positions x 16 tiles), so
@@ -92,6 +99,33 @@ def test_conv3x3_wgrad_pooled(benchmark, cin, cout, side, kernel):
     fn = conv_group_wgrad.conv3x3_wgrad_pooled if kernel == "sparse" else conv_group_wgrad.conv3x3_wgrad
     gflop = 2 * BATCH * side * side * cin * cout * 9 / 1e9
     _record(benchmark, gflop, lambda: fn(x, dy, w))
+
+
+def _pool_gradient(cout: int, side: int) -> torch.Tensor:
+    """dY of a conv before a 2x2 max-pool: one nonzero per window and channel."""
+    y = torch.randn(BATCH, cout, side, side, dtype=torch.bfloat16)
+    pooled, where = F.max_pool2d(y, 2, return_indices=True)
+    dy = F.max_unpool2d(torch.randn_like(pooled), where, 2, output_size=(side, side))
+    return dy.contiguous(memory_format=torch.channels_last)
+
+
+@pytest.mark.parametrize("kernel", ["onednn", "pooled"])
+@pytest.mark.parametrize("cin, cout, side", [(24, 64, 31), (64, 256, 15), (256, 256, 7)],
+                         ids=["24to64@31", "64to256@15", "256to256@7"])
+def test_conv3x3_dgrad_pooled(benchmark, cin, cout, side, kernel):
+    """The input gradient of a conv whose output feeds a 2x2 max-pool."""
+    from dawnbench_fast.csrc import conv_group_dgrad
+
+    if kernel == "pooled" and not conv_group_dgrad.supported():
+        pytest.skip("needs the C++ build")
+    benchmark.group = f"conv3x3 {cin}->{cout} @{side}, batch {BATCH}, bf16"
+    x, w, dy = _bf16_cl(BATCH, cin, side, side), _bf16_cl(cout, cin, 3, 3), _pool_gradient(cout, side)
+    w = w.contiguous()  # as the conv group's weight
+    gflop = 2 * BATCH * side * side * cin * cout * 9 / 1e9
+    if kernel == "pooled":
+        _record(benchmark, gflop, lambda: conv_group_dgrad.conv3x3_dgrad_pooled(dy, w))
+    else:
+        _record(benchmark, gflop, lambda: conv_group_dgrad.dgrad_aten(dy, x, w))
 
 
 @pytest.mark.parametrize("product", ["fwd", "dgrad", "wgrad"])

@@ -290,6 +290,15 @@ PYBIND11_MODULE(DBF_MODULE_NAME, m) {
       "3x3 conv weight gradient before a 2x2 max-pool: bf16 NHWC in, fp32 (O, 3, 3, I) out; "
       "2 where dY is not a max-pool's gradient (see cpu_kernels.h)");
   m.def(
+      "conv3x3_dgrad_pooled",
+      [](std::uintptr_t dy, std::uintptr_t w, std::uintptr_t dx, int N, int H, int W, int I, int O) {
+        py::gil_scoped_release nogil;
+        return cpu().conv3x3_dgrad_pooled(ptr<const uint16_t>(dy), ptr<const uint16_t>(w),
+                                          ptr<uint16_t>(dx), N, H, W, I, O);
+      },
+      "3x3 conv data gradient before a 2x2 max-pool: dY bf16 NHWC and w (O, I, 3, 3) bf16 in, "
+      "dx bf16 NHWC out; 2 where dY is not a max-pool's gradient (see cpu_kernels.h)");
+  m.def(
       "gemm_mma_emulated",
       [](int dtype, std::uintptr_t A, std::uintptr_t B, std::uintptr_t C, int M, int N, int K,
          int lda, int ldb, int ldc) {

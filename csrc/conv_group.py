@@ -22,6 +22,10 @@ channel, and ``dpbf16``'s variant sums only those (csrc/conv_group_wgrad.py).
 The default policy runs it there; a forced method (``DAWNBENCH_WGRAD``,
 ``FORCE``) runs as named, without it.
 
+The data gradient is oneDNN's by default; ``DAWNBENCH_DGRAD=pooled`` runs
+csrc/conv_group_dgrad.py's kernel before each 2x2 max-pool (not yet the
+default: to be timed on an idle machine first).
+
 The default, never timed: ``dpbf16`` wherever it applies (bf16, output
 channels a multiple of 16, a CPU with AVX-512 BF16) unless oneDNN has AMX
 tiles, else ``aten``. On AVX-512 BF16 alone (AMD EPYC family 25 model 17, Zen 4) the kernel measured
@@ -61,6 +65,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from dawnbench_fast.csrc import conv_group_dgrad as dgrad
 from dawnbench_fast.csrc import conv_group_wgrad as wgrad
 from dawnbench_fast.csrc.bn_act import bn_act
 from dawnbench_fast.csrc.bn_act_pool import pool_bn_act
@@ -240,10 +245,14 @@ def _shape_name(k: tuple) -> str:
 
 def chosen_methods() -> dict[str, str]:
     """Shape -> method chosen in this process, for run.json; a conv before a
-    2x2 max-pool that ran the method's variant is listed apart."""
+    2x2 max-pool that ran the method's variant is listed apart, and so is one
+    whose data gradient ran csrc/conv_group_dgrad.py's kernel (``DAWNBENCH_DGRAD=pooled``;
+    the default, oneDNN's dense data gradient, is not listed)."""
     chosen = {_shape_name(k): v["method"] for k, v in _CHOICE.items()}
     pooled = sorted(_shape_name(k) for k in _BEFORE_POOL_RAN if k in _CHOICE)  # a set: fixed order
-    return chosen | {f"{name} before 2x2 max-pool": f"{chosen[name]}_pooled" for name in pooled}
+    data = {f"{name} before 2x2 max-pool, data gradient": "pooled"
+            for name in sorted(_shape_name(k) for k in dgrad.RAN)}
+    return chosen | {f"{name} before 2x2 max-pool": f"{chosen[name]}_pooled" for name in pooled} | data
 
 
 def wgrad_decisions() -> dict[str, dict]:
@@ -268,9 +277,7 @@ class Conv3x3(torch.autograd.Function):
         g = g.contiguous(memory_format=torch.channels_last)
         gx = gw = None
         if ctx.needs_input_grad[0]:
-            gx = torch.ops.aten.convolution_backward(
-                g, x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [True, False, False]
-            )[0]
+            gx = dgrad.input_grad(g, x, w, ctx.before_pool)
         if ctx.needs_input_grad[1]:
             gw = _wgrad_fn(x, g, w, ctx.before_pool)(x, g, w)
         return gx, gw, None

@@ -1,11 +1,13 @@
-"""FLOP and minimal-byte formulas of the cpu conv group's weight-gradient
-custom ops (csrc/conv_group_wgrad.py) for the roofline tool: FLOP = 2 x MAC;
-bytes = every tensor input read once + every output written once; arguments
-as the profiler records them, ``[]`` for non-tensors.
+"""FLOP and minimal-byte formulas of the cpu conv group's weight- and
+data-gradient custom ops (csrc/conv_group_wgrad.py, csrc/conv_group_dgrad.py)
+for the roofline tool: FLOP = 2 x MAC; bytes = every tensor input read once +
+every output written once; arguments as the profiler records them, ``[]``
+for non-tensors.
 
 Data only (no extension, no CuPy): the roofline finds ``COSTS`` through its
 ``dawnbench_fast.costs`` entry point (pyproject.toml); csrc/conv_group_wgrad.py
-hands it to ``roofline.registry.register_flop_formulas`` for FlopCounterMode.
+and csrc/conv_group_dgrad.py hand it to
+``roofline.registry.register_flop_formulas`` for FlopCounterMode.
 """
 
 from __future__ import annotations
@@ -32,7 +34,26 @@ def conv3x3_wgrad_pooled_cost(shapes, dtypes, concrete=None):
     return flops, arg_bytes(x, dtypes[0]) + arg_bytes(g, dtypes[1]) + arg_bytes(w, dtypes[2])
 
 
+def conv3x3_dgrad_pooled_cost(shapes, dtypes, concrete=None):
+    """The data gradient before a 2x2 max-pool (dY, w): the products it
+    computes, 9 taps x I input channels for each of dY's nonzeros, counted as
+    one per pool window and output channel (2 x N floor(H/2) floor(W/2) O 9 I;
+    taps that fall off the map included, as the kernel adds them to a border
+    it drops; a window whose upstream gradient is exactly 0 is skipped by the
+    kernel and still counted; the zero lanes of a last block of fewer than
+    16 input channels are not counted); reads dY (dense) and w, writes dX
+    (N, I, H, W) in dY's dtype."""
+    g, w = shapes[0], shapes[1]
+    if len(g) != 4 or len(w) != 4:
+        return 0, 0
+    windows = g[0] * (g[2] // 2) * (g[3] // 2)
+    flops = 2 * windows * g[1] * 9 * w[1]
+    dx = [g[0], w[1], g[2], g[3]]
+    return flops, arg_bytes(g, dtypes[0]) + arg_bytes(w, dtypes[1]) + arg_bytes(dx, dtypes[0])
+
+
 COSTS = {
     "dawnbench::csrc_conv3x3_wgrad": (conv3x3_wgrad_cost, True),
     "dawnbench::csrc_conv3x3_wgrad_pooled": (conv3x3_wgrad_pooled_cost, True),
+    "dawnbench::csrc_conv3x3_dgrad_pooled": (conv3x3_dgrad_pooled_cost, True),
 }

@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "conv_group_pooled_cpu.h"
 #include "cpu_kernels.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)
@@ -70,18 +71,7 @@ void pad_to_fp32(const uint16_t* x, float* xf, int n0, int nc, int H, int W, int
       }
 }
 
-// 64-byte aligned fp32 scratch, zeroed (std::vector's is 16-byte aligned).
-struct Scratch {
-  float* p;
-  explicit Scratch(size_t n) : p(static_cast<float*>(std::aligned_alloc(64, (n + 15) / 16 * 64))) {
-    std::fill(p, p + (n + 15) / 16 * 16, 0.f);
-  }
-  ~Scratch() { std::free(p); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-};
-
-inline __mmask32 nonzero(__m512i v) { return _mm512_test_epi16_mask(v, _mm512_set1_epi16(0x7fff)); }
+using pooled::Scratch;
 
 // For images [n0, n0 + nc), channels [oa, ob): v (tile, item, kOT) fp32 = the
 // window's nonzero of dY (or a zero), off = the element offset in xf's plane
@@ -105,15 +95,12 @@ bool compact(const uint16_t* dy, float* v, int32_t* off, int n0, int nc, int H, 
         for (int c = oa; c < ob; c += 32) {
           const int k = std::min(32, ob - c);
           const __mmask32 m = k == 32 ? ~0u : (1u << k) - 1;
-          const __m512i d0 = _mm512_maskz_loadu_epi16(m, p00 + c);
-          const __m512i d1 = _mm512_maskz_loadu_epi16(m, p00 + O + c);
-          const __m512i d2 = _mm512_maskz_loadu_epi16(m, p00 + (long long)W * O + c);
-          const __m512i d3 = _mm512_maskz_loadu_epi16(m, p00 + (long long)(W + 1) * O + c);
-          const __mmask32 z0 = nonzero(d0), z1 = nonzero(d1), z2 = nonzero(d2), z3 = nonzero(d3);
-          bad |= (z0 & (z1 | z2 | z3)) | (z1 & (z2 | z3)) | (z2 & z3);
-          __m512i s = _mm512_mask_mov_epi16(d0, z1, d1);
-          s = _mm512_mask_mov_epi16(s, z2, d2);
-          s = _mm512_mask_mov_epi16(s, z3, d3);
+          const pooled::Window win = pooled::window_at(p00 + c, O, (long long)W * O, m);
+          const __mmask32 z1 = win.z[1], z2 = win.z[2], z3 = win.z[3];
+          bad |= win.bad;
+          __m512i s = _mm512_mask_mov_epi16(win.d[0], z1, win.d[1]);
+          s = _mm512_mask_mov_epi16(s, z2, win.d[2]);
+          s = _mm512_mask_mov_epi16(s, z3, win.d[3]);
           const __mmask32 down = z2 | z3, right = z1 | z3;
           const __m512i vb = _mm512_set1_epi32(base), vr = _mm512_set1_epi32(row);
           const __m512i vi = _mm512_set1_epi32(16);
@@ -136,13 +123,7 @@ bool compact(const uint16_t* dy, float* v, int32_t* off, int n0, int nc, int H, 
         }
       }
     // The last row and column of an odd map belong to no window: zero gradient.
-    for (int y = 0; y < H; y++)
-      for (int x = (y < 2 * Hp ? 2 * Wp : 0); x < W; x++)
-        for (int c = oa; c < ob; c += 32) {
-          const int k = std::min(32, ob - c);
-          const __mmask32 m = k == 32 ? ~0u : (1u << k) - 1;
-          bad |= nonzero(_mm512_maskz_loadu_epi16(m, img + ((long long)y * W + x) * O + c));
-        }
+    if (pooled::nonzero_outside_windows(img, H, W, O, oa, ob)) bad = 1;
   }
   return bad == 0;
 }

@@ -88,6 +88,16 @@ int conv3x3_wgrad_bf16(const uint16_t* x, const uint16_t* dy, float* dw, uint32_
 int conv3x3_wgrad_pooled(const uint16_t* x, const uint16_t* dy, float* dw, int N, int H, int W,
                          int I, int O);
 
+// The data gradient of the same conv before a 2x2 / stride-2 max-pool
+// (conv_group_dgrad_pooled_cpu.cpp): each nonzero of dy (N, H, W, O) bf16 NHWC
+// times its weight rows of w (O, I, 3, 3) bf16, summed in fp32 and rounded
+// once into dx (N, H, W, I) bf16 NHWC. Both copies (the baseline one a lane at a time,
+// same bits). Returns 0; 1 where N, I or O is under 1 or the map under 2x2;
+// 2 where dy is not a max-pool's gradient (as above): dx is then undefined
+// and the caller runs the dense data gradient.
+int conv3x3_dgrad_pooled(const uint16_t* dy, const uint16_t* w, uint16_t* dx, int N, int H, int W,
+                         int I, int O);
+
 // fp32 <-> bf16/fp16 with the shared conversions of float16_bits.cuh (tests
 // compare them with torch's rounding).
 void float_to_16bit(int dtype, const float* src, unsigned short* dst, long long n);
@@ -133,6 +143,7 @@ struct CpuApi {
   decltype(&cpu::conv3x3_wgrad_supported) conv3x3_wgrad_supported;
   decltype(&cpu::conv3x3_wgrad_bf16) conv3x3_wgrad_bf16;
   decltype(&cpu::conv3x3_wgrad_pooled) conv3x3_wgrad_pooled;
+  decltype(&cpu::conv3x3_dgrad_pooled) conv3x3_dgrad_pooled;
   decltype(&cpu::bias_act_forward) bias_act_forward;
   decltype(&cpu::bias_act_backward) bias_act_backward;
 };

@@ -106,6 +106,9 @@ CALLS = {
                                                                 "gelu"),
     "dawnbench::csrc_conv3x3_wgrad": lambda: _wgrad_call(),
     "dawnbench::csrc_conv3x3_wgrad_pooled": lambda: _wgrad_call(pooled=True),
+    "dawnbench::csrc_conv3x3_dgrad_pooled": lambda: D.csrc_conv3x3_dgrad_pooled(
+        F.max_unpool2d(*F.max_pool2d(_r(3, 16, 4, 6), 2, return_indices=True), 2,
+                       output_size=(4, 6)).bfloat16(), _r(16, 5, 3, 3, dtype=torch.bfloat16)),
 }
 
 

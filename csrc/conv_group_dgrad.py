@@ -1,0 +1,125 @@
+"""The cpu conv group's 3x3 conv data gradient for a conv whose output feeds a
+2x2 max-pool (csrc/conv_group_dgrad_pooled_cpu.cpp): ``dawnbench::
+csrc_conv3x3_dgrad_pooled``, and the method switch that runs it in the
+group's backward (csrc/conv_group.py). Tests:
+tests/ops/test_conv_group_dgrad_pooled.py. Costs: csrc/conv_group_costs.py.
+Benchmark: benchmarks/bench_conv_shapes.py::test_conv3x3_dgrad_pooled.
+
+Why: dY of such a conv holds one nonzero per pool window and channel, and
+oneDNN's dense data gradient multiplies the other three quarters too (about
+390 ms of a 2.32 s step on Zen 4 for 64->256 @15 and 256->256 @7,
+docs/ROOFLINE.md). The kernel scatters each nonzero alone: a quarter of
+the products, in fp32 FMAs.
+
+Methods (``DAWNBENCH_DGRAD`` or :func:`set_dgrad_method`): ``aten`` (the
+default: oneDNN's dense data gradient, as before this kernel) or ``pooled``
+(this kernel before each 2x2 max-pool, aten elsewhere). ``aten`` stays the
+default until the two are timed on an idle machine (the benchmark above);
+the kernel is deterministic either way (each dx element sums in one order on
+any thread count).
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from dawnbench_fast.csrc import native
+from dawnbench_fast.csrc.conv_group_costs import COSTS
+from dawnbench_fast.csrc.engine import new_output
+from dawnbench_fast.roofline.registry import register_flop_formulas
+
+DGRAD_METHODS = ("aten", "pooled")
+DEFAULT_METHOD = "aten"  # not yet timed against oneDNN on an idle machine
+_METHOD: list[str] = []  # set_dgrad_method's value; empty: DAWNBENCH_DGRAD or the default
+# (x shape, w shape, dtype) where the pooled kernel ran: conv_group.chosen_methods (run.json).
+RAN: set[tuple] = set()
+
+
+def supported() -> bool:
+    """Whether the C++ build in use has the kernel (both of its copies do)."""
+    try:
+        return hasattr(native.load(), "conv3x3_dgrad_pooled")
+    except native.NativeUnavailable:
+        return False
+
+
+def applies(g: torch.Tensor, w: torch.Tensor) -> bool:
+    """The shapes and dtypes the kernel takes: bf16 CPU dY (N, O, H, W) with
+    H, W >= 2 and w (O, I, 3, 3)."""
+    return (g.dtype == torch.bfloat16 and w.dtype == torch.bfloat16 and g.device.type == "cpu"
+            and g.dim() == 4 and w.dim() == 4 and tuple(w.shape[2:]) == (3, 3)
+            and w.shape[0] == g.shape[1] and min(g.shape[2:]) >= 2 and supported())
+
+
+def set_dgrad_method(method: str | None) -> None:
+    """``aten`` or ``pooled`` for the rest of this process (None: back to
+    ``DAWNBENCH_DGRAD``, unset: the default)."""
+    if method is not None and method not in DGRAD_METHODS:
+        raise ValueError(f"dgrad method must be one of {', '.join(DGRAD_METHODS)}, not {method!r}")
+    _METHOD[:] = [] if method is None else [method]
+
+
+def dgrad_method() -> str:
+    """What set_dgrad_method or DAWNBENCH_DGRAD asked for, else the default."""
+    method = (_METHOD[0] if _METHOD else os.environ.get("DAWNBENCH_DGRAD", "")) or DEFAULT_METHOD
+    if method not in DGRAD_METHODS:
+        raise ValueError(f"DAWNBENCH_DGRAD must be one of {', '.join(DGRAD_METHODS)}, not {method!r}")
+    return method
+
+
+def dgrad_aten(g: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """oneDNN's dense data gradient (x is read for its shape and strides only)."""
+    return torch.ops.aten.convolution_backward(
+        g, x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [True, False, False])[0]
+
+
+def input_grad(g: torch.Tensor, x: torch.Tensor, w: torch.Tensor, before_pool: bool) -> torch.Tensor:
+    """dX of y = conv2d(x, w, padding=1) given dY = g, by the chosen method."""
+    if before_pool and dgrad_method() == "pooled" and applies(g, w):
+        RAN.add((tuple(x.shape), tuple(w.shape), x.dtype))
+        return conv3x3_dgrad_pooled(g, w)
+    return dgrad_aten(g, x, w)
+
+
+@torch.library.custom_op("dawnbench::csrc_conv3x3_dgrad_pooled", mutates_args=())
+def conv3x3_dgrad_pooled(g: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """dX (N, I, H, W) bf16, channels_last, of y = conv2d(x, w, padding=1)
+    given dY = g (N, O, H, W) from a 2x2 / stride-2 max-pool: at most one
+    nonzero per window and channel, and only those are multiplied (fp32
+    sums, rounded once). Where g is not such a gradient the kernel says so
+    and oneDNN's dense data gradient runs instead, so the result is always
+    dX. A custom op so that the profiler, and with it the roofline, sees it."""
+    if not applies(g, w):
+        raise ValueError(f"conv3x3_dgrad_pooled takes bf16 CPU dY (N, O, H>=2, W>=2) and w "
+                         f"(O, I, 3, 3), not dY {g.dtype} {list(g.shape)}, w {w.dtype} {list(w.shape)}")
+    n, _, h, wd = g.shape
+    cin = w.shape[1]
+    g = g.contiguous(memory_format=torch.channels_last)
+    wc = w.contiguous()
+    dx = new_output((n, cin, h, wd), torch.bfloat16, g.device, True)
+    rc = native.load().conv3x3_dgrad_pooled(g.data_ptr(), wc.data_ptr(), dx.data_ptr(), n, h, wd,
+                                            cin, w.shape[0])
+    if rc == 2:  # not a max-pool's gradient
+        return dgrad_aten(g, _nhwc_like(g, cin), w).contiguous(memory_format=torch.channels_last)
+    if rc != 0:
+        raise RuntimeError("conv3x3_dgrad_pooled refused its arguments (see cpu_kernels.h)")
+    return dx
+
+
+@conv3x3_dgrad_pooled.register_fake
+def _(g, w):
+    return _nhwc_like(g, w.shape[1])
+
+
+def _nhwc_like(g: torch.Tensor, channels: int) -> torch.Tensor:
+    """An uninitialised (N, channels, H, W) channels_last tensor beside g: dX's
+    shape, strides and dtype (the dense fallback reads only those of x)."""
+    n, _, h, wd = g.shape
+    return torch.empty((n, channels, h, wd), dtype=g.dtype, device=g.device,
+                       memory_format=torch.channels_last)
+
+
+# The roofline's FLOP/byte formulas of these ops (csrc/conv_group_costs.py), also for FlopCounterMode.
+register_flop_formulas(COSTS)
