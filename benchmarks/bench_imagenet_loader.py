@@ -70,19 +70,25 @@ class MemorySource(LabelledImages):
         return f"{self.what}[{i}]"
 
 
+def sample_split(tmp: Path, images: int) -> tuple[Path, str]:
+    """(a class-folder split of ``images`` images under ``tmp``, what it is):
+    the real sample's JPEGs linked in, else generated ones of ImageNet's
+    typical size (about 500 x 375). The JPEG benchmark uses it too."""
+    if (SAMPLE / "synset_to_index.tsv").is_file():
+        split = tmp / "sample"
+        for f in sorted(SAMPLE.glob("n*/*.JPEG"))[:images]:
+            (split / f.parent.name).mkdir(parents=True, exist_ok=True)
+            (split / f.parent.name / f.name).symlink_to(f)
+        return split, f"the ImageNet sample ({SAMPLE.name})"
+    make_image_folder(tmp / "gen", classes=10, train_per_class=-(-images // 10), val_per_class=0, size=440)
+    return tmp / "gen" / "train", "generated images (~500x375)"
+
+
 @pytest.fixture(scope="session")
 def sources(tmp_path_factory) -> dict[str, MemorySource]:
     """The images as they are and packed (longer side 256), in memory."""
     tmp = tmp_path_factory.mktemp("imagenet-bench")
-    if (SAMPLE / "synset_to_index.tsv").is_file():
-        split, what = tmp / "sample", f"the ImageNet sample ({SAMPLE.name})"
-        for f in sorted(SAMPLE.glob("n*/*.JPEG"))[:IMAGES]:
-            (split / f.parent.name).mkdir(parents=True, exist_ok=True)
-            (split / f.parent.name / f.name).symlink_to(f)
-    else:  # about 500 x 375, ImageNet's typical size
-        make_image_folder(tmp / "gen", classes=10, train_per_class=-(-IMAGES // 10), val_per_class=0,
-                          size=440)
-        split, what = tmp / "gen" / "train", "generated images (~500x375)"
+    split, what = sample_split(tmp, IMAGES)
     folder = ImageFolder(split)
     n = min(IMAGES, len(folder))
     pack(folder, tmp / "packed.pack", Limit(side=256), threads=default_threads())

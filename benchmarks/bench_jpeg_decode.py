@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from bench_imagenet_loader import SAMPLE, MemorySource
+from bench_imagenet_loader import MemorySource, sample_split
 from knobs import env_int
 from PIL import Image
 
@@ -52,7 +52,6 @@ from dawnbench_fast.data.imagenet.jpeg import draft_scale
 from dawnbench_fast.data.imagenet.jpeg_turbo import get_decoder
 from dawnbench_fast.data.imagenet.loader import ImageNetLoader
 from dawnbench_fast.data.imagenet.pack import Limit, PackedSource, pack
-from dawnbench_fast.data.imagenet.synthetic import make_image_folder
 
 IMAGES = env_int("BENCH_IMAGES", 100)
 ROUNDS = env_int("BENCH_ROUNDS", 7)
@@ -66,15 +65,7 @@ HAS_SIMPLEJPEG = importlib.util.find_spec("simplejpeg") is not None
 def forms(tmp_path_factory) -> dict[str, MemorySource]:
     """The images as they are and packed at each longer side, in memory."""
     tmp = tmp_path_factory.mktemp("jpeg-bench")
-    if (SAMPLE / "synset_to_index.tsv").is_file():
-        split, what = tmp / "sample", f"the ImageNet sample ({SAMPLE.name})"
-        for f in sorted(SAMPLE.glob("n*/*.JPEG"))[:IMAGES]:
-            (split / f.parent.name).mkdir(parents=True, exist_ok=True)
-            (split / f.parent.name / f.name).symlink_to(f)
-    else:
-        make_image_folder(tmp / "gen", classes=10, train_per_class=-(-IMAGES // 10), val_per_class=0,
-                          size=440)
-        split, what = tmp / "gen" / "train", "generated images (~500x375)"
+    split, what = sample_split(tmp, IMAGES)
     folder = ImageFolder(split)
     n = min(IMAGES, len(folder))
     labels = folder.labels[:n].tolist()

@@ -27,6 +27,8 @@ from contextlib import contextmanager
 import pytest
 import torch
 import torch.nn.functional as F
+from support.poison import poison_new_output
+from support.pool_grads import channels_last, pool_grad
 
 from dawnbench_fast.csrc import conv_group, conv_group_dgrad, native
 
@@ -37,17 +39,10 @@ SHAPES = [(1, 5, 16, 7, 9), (3, 24, 48, 31, 31), (1, 3, 7, 2, 2), (3, 7, 20, 3, 
           (1, 13, 40, 6, 5), (3, 17, 33, 8, 8), (2, 64, 256, 15, 15), (3, 256, 256, 7, 7)]
 
 
-def channels_last(t: torch.Tensor) -> torch.Tensor:
-    return t.contiguous(memory_format=torch.channels_last)
-
-
 def pooled_inputs(n, cin, cout, h, w, seed):
     """A 2x2 max-pool's dY (one nonzero per window and channel) and w: bf16."""
     gen = torch.Generator().manual_seed(seed)
-    y = torch.randn(n, cout, h, w, generator=gen)
-    pooled, where = F.max_pool2d(y, 2, return_indices=True)
-    upstream = torch.randn(pooled.shape, generator=gen)
-    g = channels_last(F.max_unpool2d(upstream, where, 2, output_size=(h, w)).bfloat16())
+    g = pool_grad(n, cout, h, w, gen)
     wt = (torch.randn(cout, cin, 3, 3, generator=gen) / (3 * cout**0.5)).bfloat16()
     return g, wt
 
@@ -87,11 +82,8 @@ def cpu_copy(name: str):
 
 @pytest.fixture
 def poisoned(monkeypatch):
-    """The dX the wrapper allocates starts as NaN: a kernel that skips an
-    element, or adds to what was there, fails."""
-    real = conv_group_dgrad.new_output
-    monkeypatch.setattr(conv_group_dgrad, "new_output",
-                        lambda *a, **k: real(*a, **k).fill_(float("nan")))
+    """The dX the wrapper allocates starts as NaN."""
+    poison_new_output(monkeypatch, conv_group_dgrad)
 
 
 @pytest.mark.parametrize("copy", copies())

@@ -24,6 +24,8 @@ import zlib
 import pytest
 import torch
 import torch.nn.functional as F
+from support.poison import poison_new_output
+from support.pool_grads import channels_last, pool_grad
 
 from dawnbench_fast.csrc import conv_group, conv_group_wgrad
 from ops.test_conv_group_wgrad import reference
@@ -36,18 +38,11 @@ SHAPES = [(3, 5, 16, 7, 9), (2, 24, 48, 31, 31), (1, 3, 16, 2, 2), (2, 7, 16, 3,
           (4, 256, 32, 7, 7), (40, 64, 32, 15, 15), (9, 24, 32, 31, 31), (5, 13, 80, 6, 5)]
 
 
-def channels_last(t: torch.Tensor) -> torch.Tensor:
-    return t.contiguous(memory_format=torch.channels_last)
-
-
 def pooled_inputs(n, cin, cout, h, w, seed):
     """x, a 2x2 max-pool's dY (one nonzero per window and channel), w: bf16."""
     gen = torch.Generator().manual_seed(seed)
     x = channels_last(torch.randn(n, cin, h, w, generator=gen).bfloat16())
-    y = torch.randn(n, cout, h, w, generator=gen)
-    pooled, where = F.max_pool2d(y, 2, return_indices=True)
-    upstream = torch.randn(pooled.shape, generator=gen)
-    g = channels_last(F.max_unpool2d(upstream, where, 2, output_size=(h, w)).bfloat16())
+    g = pool_grad(n, cout, h, w, gen)
     wt = (torch.randn(cout, cin, 3, 3, generator=gen) / (3 * cin**0.5)).bfloat16()
     return x, g, wt
 
@@ -61,11 +56,8 @@ def assert_within_bound(got, x, g, w):
 
 @pytest.fixture
 def poisoned(monkeypatch):
-    """The fp32 dW the wrapper allocates starts as NaN: a kernel that skips an
-    entry, or adds to what was there, fails."""
-    real = conv_group_wgrad.new_output
-    monkeypatch.setattr(conv_group_wgrad, "new_output",
-                        lambda *a, **k: real(*a, **k).fill_(float("nan")))
+    """The fp32 dW the wrapper allocates starts as NaN."""
+    poison_new_output(monkeypatch, conv_group_wgrad)
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
