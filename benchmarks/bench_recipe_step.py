@@ -8,7 +8,8 @@ full run.
 An arm is ``RECIPE[:field=value,...]`` (the ``--set`` fields on top of the
 named recipe; ``wgrad=METHOD`` forces the conv weight-gradient method of
 csrc/conv_group.py, e.g. ``hiverge:wgrad=aten`` against ``hiverge``'s
-default); ``BENCH_ARMS`` lists them, whitespace-separated (default
+default; ``dgrad=pooled`` the before-pool data gradient's,
+csrc/conv_group_dgrad.py); ``BENCH_ARMS`` lists them, whitespace-separated (default
 ``dawnbench_fast hiverge``). Each arm gets its own trainer at its recipe's
 batch size and two warm-up steps, then ``BENCH_ROUNDS`` timed steps (default
 5) on the same batch; each arm's rounds run back to back (the script before
@@ -37,7 +38,7 @@ from dawnbench_fast import dispatch
 from dawnbench_fast.cifar import RECIPES, CifarTask, Config
 from dawnbench_fast.cifar.recipe import apply_overrides
 from dawnbench_fast.config.precision import with_resolved_precision
-from dawnbench_fast.csrc import conv_group
+from dawnbench_fast.csrc import conv_group, conv_group_dgrad
 from dawnbench_fast.data.cifar10_device import prepare_data
 from dawnbench_fast.training.task import steps_in
 
@@ -46,24 +47,27 @@ ROUNDS = env_int("BENCH_ROUNDS", 5)
 FULL_TRAIN = 50_000
 
 
-def arm_config(arm: str) -> tuple[Config, str | None]:
-    """``RECIPE[:field=value,...]`` as a config (kernels: cpu) and the forced
-    weight-gradient method (``wgrad=``, else None). A value may hold commas
-    (``widths=48,256,256``): a new field starts only at ``,name=``."""
+def arm_config(arm: str) -> tuple[Config, str | None, str | None]:
+    """``RECIPE[:field=value,...]`` as a config (kernels: cpu), the forced
+    weight-gradient method (``wgrad=``, else None) and the before-pool data
+    gradient's method (``dgrad=aten|pooled``, csrc/conv_group_dgrad.py, else
+    None: its default). A value may hold commas (``widths=48,256,256``): a
+    new field starts only at ``,name=``."""
     name, _, sets = arm.partition(":")
     cfg = dataclasses.replace(Config(), **RECIPES[name], kernels="cpu")
     fields = [s for s in re.split(r",(?=\w+=)", sets) if s]
-    wgrad = [f.partition("=")[2] for f in fields if f.startswith("wgrad=")]
-    cfg = apply_overrides(cfg, [f for f in fields if not f.startswith("wgrad=")])
-    return cfg, (wgrad[-1] if wgrad else None)
+    forced = {k: [f.partition("=")[2] for f in fields if f.startswith(f"{k}=")] for k in ("wgrad", "dgrad")}
+    cfg = apply_overrides(cfg, [f for f in fields if not f.startswith(("wgrad=", "dgrad="))])
+    return cfg, *(v[-1] if v else None for v in forced.values())
 
 
 @pytest.mark.parametrize("arm", ARMS)
 def test_recipe_step(benchmark, cifar10, arm, monkeypatch):
     if (reason := dispatch.unavailable_reason("cpu", torch.device("cpu"))) is not None:
         pytest.skip(f"--kernels cpu unavailable here: {reason}")
-    cfg, wgrad = arm_config(arm)
+    cfg, wgrad, dgrad = arm_config(arm)
     monkeypatch.setattr(conv_group, "FORCE", wgrad)
+    conv_group_dgrad.set_dgrad_method(dgrad)  # None: the default (or DAWNBENCH_DGRAD)
     cfg, _ = with_resolved_precision(dataclasses.replace(cfg, subset=cfg.batch_size * 3), torch.device("cpu"))
     t = CifarTask(cfg, prepare_data(cifar10, cfg, torch.device("cpu")), torch.device("cpu"), "cpu")
     t.init_model()
