@@ -151,9 +151,8 @@ def write_winners(suite: Suite, path: Path) -> None:
     from dawnbench_fast import kernel_winners
 
     name = "dry run (no GPU)" if suite.dry_run else None
-    table = kernel_winners.updated_table(kernel_winners.load_table(), suite.data, name)
+    gpu, table = kernel_winners.updated_table(kernel_winners.load_table(), suite.data, name)
     kernel_winners.write_table(table, path)
-    gpu = name or suite.data["environment"]["gpu"]["name"]
     picks = ", ".join(f"{op}: {r['winner']}" for op, r in table["gpus"][gpu]["ops"].items())
     suite.log(f"[ops] winners on {gpu} ({picks}) written to {path}")
 

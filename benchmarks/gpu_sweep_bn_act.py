@@ -80,7 +80,7 @@ def shapes(batch: int) -> list[tuple[int, int, int]]:
     return [(batch, w0, 15), (batch, w1, 7), (batch, w2, 3)]
 
 
-def _time(fn: Callable[[], object], device: torch.device, dry_run: bool) -> float | None:
+def _time(fn: Callable[[], object], dry_run: bool) -> float | None:
     fn()
     if dry_run:
         return None
@@ -108,7 +108,7 @@ def sweep_face(face: str, configs: Iterator[tuple[dict, Callable]], batch: int, 
                     def step(x=x, g=g, bn=bn):
                         x.grad = None
                         fn(x, bn, "gelu").backward(g)
-                    row["ms"][name] = _time(step, device, dry_run)
+                    row["ms"][name] = _time(step, dry_run)
             row["total_ms"] = None if dry_run else sum(row["ms"].values())
         except Exception as e:  # noqa: BLE001 - a configuration that fails is a row, not the end
             row["error"] = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:160]}"

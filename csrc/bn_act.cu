@@ -358,11 +358,12 @@ int forward_launch(void (*shift_first)(const T*, int, int, int, float*),
                    void (*stats_partial_vec)(const T*, long long, int, int, float*, float*),
                    void (*act_fwd)(const T*, T*, const float*, long long, int, int, int),
                    void (*act_fwd_vec)(const T*, T*, const float*, long long, int, int),
-                   int vec_lanes, int vec, const T* x, T* y, float* stats, const float* weight,
+                   int vec_lanes, const T* x, T* y, float* stats, const float* weight,
                    const float* bias, float* running_mean, float* running_var, float* partial,
                    float* shift_k, int P, int N, int C, int HW, int cl, int training, float eps,
                    float momentum, int act, cudaStream_t s) {
   const long long total = static_cast<long long>(N) * C * HW, M = static_cast<long long>(N) * HW;
+  const long long vec = 16 / sizeof(T);  // elements in a tile's 16-byte word
   if (training) {
     if (vec_lanes) {
       stats_partial_vec<<<P, DBF_TILE_THREADS, 0, s>>>(x, M, C, P, partial, shift_k);
@@ -390,10 +391,11 @@ int backward_launch(void (*bwd_partial)(const T*, const T*, const float*, int, i
                                    int, int, int),
                     void (*bwd_dx_vec)(const T*, const T*, T*, const float*, const float*,
                                        long long, int, int),
-                    int vec_lanes, int vec, const T* x, const T* dy, T* dx, const float* stats,
+                    int vec_lanes, const T* x, const T* dy, T* dx, const float* stats,
                     float* dweight, float* dbias, float* partial, float* coef, int P, int N, int C,
                     int HW, int cl, int training, int act, cudaStream_t s) {
   const long long total = static_cast<long long>(N) * C * HW, M = static_cast<long long>(N) * HW;
+  const long long vec = 16 / sizeof(T);  // elements in a tile's 16-byte word
   if (vec_lanes)
     bwd_partial_vec<<<P, DBF_TILE_THREADS, 0, s>>>(x, dy, stats, act, M, C, P, partial);
   else
@@ -432,19 +434,19 @@ extern "C" int dbf_bn_act_forward_cuda(int dtype, const void* x, void* y, float*
     case dbf::kBF16:
       return forward_launch<h>(bn_shift_first_bf16, bn_stats_partial_bf16, bn_stats_partial_vec_bf16,
                                bn_act_fwd_bf16, bn_act_fwd_vec_bf16,
-                               vec_lanes<dbf::kBF16>(C, cl, x, y), 8, static_cast<const h*>(x),
+                               vec_lanes<dbf::kBF16>(C, cl, x, y), static_cast<const h*>(x),
                                static_cast<h*>(y), stats, weight, bias, running_mean, running_var,
                                partial, shift_k, P, N, C, HW, cl, training, eps, momentum, act, s);
     case dbf::kF16:
       return forward_launch<h>(bn_shift_first_f16, bn_stats_partial_f16, bn_stats_partial_vec_f16,
                                bn_act_fwd_f16, bn_act_fwd_vec_f16,
-                               vec_lanes<dbf::kF16>(C, cl, x, y), 8, static_cast<const h*>(x),
+                               vec_lanes<dbf::kF16>(C, cl, x, y), static_cast<const h*>(x),
                                static_cast<h*>(y), stats, weight, bias, running_mean, running_var,
                                partial, shift_k, P, N, C, HW, cl, training, eps, momentum, act, s);
     default:
       return forward_launch<float>(bn_shift_first_f32, bn_stats_partial_f32, bn_stats_partial_vec_f32,
                                    bn_act_fwd_f32, bn_act_fwd_vec_f32,
-                                   vec_lanes<dbf::kF32>(C, cl, x, y), 4, static_cast<const float*>(x),
+                                   vec_lanes<dbf::kF32>(C, cl, x, y), static_cast<const float*>(x),
                                    static_cast<float*>(y), stats, weight, bias, running_mean,
                                    running_var, partial, shift_k, P, N, C, HW, cl, training, eps,
                                    momentum, act, s);
@@ -461,19 +463,19 @@ extern "C" int dbf_bn_act_backward_cuda(int dtype, const void* x, const void* dy
   switch (dtype) {
     case dbf::kBF16:
       return backward_launch<h>(bn_bwd_partial_bf16, bn_bwd_partial_vec_bf16, bn_bwd_dx_bf16,
-                                bn_bwd_dx_vec_bf16, vec_lanes<dbf::kBF16>(C, cl, x, dy, dx), 8,
+                                bn_bwd_dx_vec_bf16, vec_lanes<dbf::kBF16>(C, cl, x, dy, dx),
                                 static_cast<const h*>(x), static_cast<const h*>(dy),
                                 static_cast<h*>(dx), stats, dweight, dbias, partial, coef, P, N, C,
                                 HW, cl, training, act, s);
     case dbf::kF16:
       return backward_launch<h>(bn_bwd_partial_f16, bn_bwd_partial_vec_f16, bn_bwd_dx_f16,
-                                bn_bwd_dx_vec_f16, vec_lanes<dbf::kF16>(C, cl, x, dy, dx), 8,
+                                bn_bwd_dx_vec_f16, vec_lanes<dbf::kF16>(C, cl, x, dy, dx),
                                 static_cast<const h*>(x), static_cast<const h*>(dy),
                                 static_cast<h*>(dx), stats, dweight, dbias, partial, coef, P, N, C,
                                 HW, cl, training, act, s);
     default:
       return backward_launch<float>(bn_bwd_partial_f32, bn_bwd_partial_vec_f32, bn_bwd_dx_f32,
-                                    bn_bwd_dx_vec_f32, vec_lanes<dbf::kF32>(C, cl, x, dy, dx), 4,
+                                    bn_bwd_dx_vec_f32, vec_lanes<dbf::kF32>(C, cl, x, dy, dx),
                                     static_cast<const float*>(x), static_cast<const float*>(dy),
                                     static_cast<float*>(dx), stats, dweight, dbias, partial, coef,
                                     P, N, C, HW, cl, training, act, s);

@@ -211,7 +211,7 @@ def tile_lanes(c: int, dtype: torch.dtype, cl: int, *tensors: torch.Tensor) -> i
     bn_act_tile.cuh's tile_lanes and the launcher's alignment check (16-byte
     vectors of C / lanes channels, lanes a power of two up to 256);
     tests/ops/test_bn_act_tile.py checks the two agree."""
-    vec = 16 // torch.empty(0, dtype=dtype).element_size()
+    vec = 16 // dtype.itemsize
     if not cl or c <= 0 or c % vec or any(t.data_ptr() % 16 for t in tensors):
         return 0
     lanes = c // vec

@@ -144,13 +144,13 @@ class PerOpBackend(str):
         return (PerOpBackend, (self.choices, self.why))
 
 
-def _auto_on_gpu(device: torch.device, table: dict | None = None) -> PerOpBackend:
+def _auto_on_gpu(device: torch.device) -> PerOpBackend:
     """Each op's backend from the winners table for this GPU; a winner that
     cannot run here (no extension build, no Triton) gives way to torch's."""
     from dawnbench_fast import kernel_winners
 
-    table = kernel_winners.load_table() if table is None else table
-    picked, why = kernel_winners.choices(kernel_winners.gpu_name(device), CATALOGUE, table)
+    picked, why = kernel_winners.choices(kernel_winners.gpu_name(device), CATALOGUE,
+                                         kernel_winners.load_table())
     for op, b in picked.items():
         reason = None if b == "torch" else unavailable_reason(b, device)
         if reason is not None:

@@ -58,11 +58,11 @@ def choices(gpu: str, ops: Iterable[str], table: dict) -> tuple[dict[str, str], 
     """({op: backend}, {op: why}) for ``gpu``: the table's winner where the GPU
     and op are listed, torch's op elsewhere."""
     entry = table["gpus"].get(gpu)
+    listed = ", ".join(sorted(table["gpus"])) or "none yet"
     picked, why = {}, {}
     for op in ops:
         row = (entry or {}).get("ops", {}).get(op)
         if entry is None:
-            listed = ", ".join(sorted(table["gpus"])) or "none yet"
             picked[op], why[op] = "torch", (f"{gpu!r} is not in kernel_winners.json (listed: {listed}): "
                                             "torch's, the reference")
         elif row is None:
@@ -123,10 +123,10 @@ def gpu_entry(suite: dict, name: str | None = None) -> tuple[str, dict]:
                  "triton": env.get("triton"), "ops": {op: op_winner(cs) for op, cs in sorted(by_op.items())}}
 
 
-def updated_table(table: dict, suite: dict, name: str | None = None) -> dict:
-    """``table`` with the suite's GPU entry added or replaced."""
+def updated_table(table: dict, suite: dict, name: str | None = None) -> tuple[str, dict]:
+    """(the suite's GPU, ``table`` with that GPU's entry added or replaced)."""
     gpu, entry = gpu_entry(suite, name)
-    return {**table, "schema_version": SCHEMA_VERSION, "gpus": {**table["gpus"], gpu: entry}}
+    return gpu, {**table, "schema_version": SCHEMA_VERSION, "gpus": {**table["gpus"], gpu: entry}}
 
 
 def write_table(table: dict, path: Path) -> None:

@@ -60,7 +60,8 @@ def _suite(gpu=GPU) -> dict:
 def stand_in(tmp_path, monkeypatch):
     """A winners table written from a stand-in suite, installed as the
     committed one; this machine's 'GPU' is GPU and every backend runs."""
-    table = kernel_winners.updated_table({"schema_version": 1, "gpus": {}}, _suite())
+    gpu, table = kernel_winners.updated_table({"schema_version": 1, "gpus": {}}, _suite())
+    assert gpu == GPU
     path = tmp_path / "kernel_winners.json"
     kernel_winners.write_table(table, path)
     monkeypatch.setattr(kernel_winners, "TABLE_PATH", path)
