@@ -8,7 +8,7 @@ full run.
 An arm is ``RECIPE[:field=value,...]`` (the ``--set`` fields on top of the
 named recipe; ``wgrad=METHOD`` forces the conv weight-gradient method of
 csrc/conv_group.py, e.g. ``hiverge:wgrad=aten`` against ``hiverge``'s
-default; ``dgrad=pooled`` the before-pool data gradient's,
+default; ``dgrad=aten`` the before-pool data gradient's (default ``pooled``),
 csrc/conv_group_dgrad.py); ``BENCH_ARMS`` lists them, whitespace-separated (default
 ``dawnbench_fast hiverge``). Each arm gets its own trainer at its recipe's
 batch size and two warm-up steps, then ``BENCH_ROUNDS`` timed steps (default

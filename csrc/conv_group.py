@@ -22,9 +22,9 @@ channel, and ``dpbf16``'s variant sums only those (csrc/conv_group_wgrad.py).
 The default policy runs it there; a forced method (``DAWNBENCH_WGRAD``,
 ``FORCE``) runs as named, without it.
 
-The data gradient is oneDNN's by default; ``DAWNBENCH_DGRAD=pooled`` runs
-csrc/conv_group_dgrad.py's kernel before each 2x2 max-pool (not yet the
-default: to be timed on an idle machine first).
+The data gradient before each 2x2 max-pool is csrc/conv_group_dgrad.py's
+sparse kernel by default (``DAWNBENCH_DGRAD=aten`` or the recipe's
+``conv_dgrad=aten``: oneDNN's dense one there too); oneDNN's elsewhere.
 
 The default, never timed: ``dpbf16`` wherever it applies (bf16, output
 channels a multiple of 16, a CPU with AVX-512 BF16) unless oneDNN has AMX
@@ -246,8 +246,8 @@ def _shape_name(k: tuple) -> str:
 def chosen_methods() -> dict[str, str]:
     """Shape -> method chosen in this process, for run.json; a conv before a
     2x2 max-pool that ran the method's variant is listed apart, and so is one
-    whose data gradient ran csrc/conv_group_dgrad.py's kernel (``DAWNBENCH_DGRAD=pooled``;
-    the default, oneDNN's dense data gradient, is not listed)."""
+    whose data gradient ran csrc/conv_group_dgrad.py's kernel (the default
+    before a pool; oneDNN's dense data gradient is not listed)."""
     chosen = {_shape_name(k): v["method"] for k, v in _CHOICE.items()}
     pooled = sorted(_shape_name(k) for k in _BEFORE_POOL_RAN if k in _CHOICE)  # a set: fixed order
     data = {f"{name} before 2x2 max-pool, data gradient": "pooled"

@@ -11,12 +11,13 @@ oneDNN's dense data gradient multiplies the other three quarters too (about
 docs/ROOFLINE.md). The kernel scatters each nonzero alone: a quarter of
 the products, in fp32 FMAs.
 
-Methods (``DAWNBENCH_DGRAD`` or :func:`set_dgrad_method`): ``aten`` (the
-default: oneDNN's dense data gradient, as before this kernel) or ``pooled``
-(this kernel before each 2x2 max-pool, aten elsewhere). ``aten`` stays the
-default until the two are timed on an idle machine (the benchmark above);
-the kernel is deterministic either way (each dx element sums in one order on
-any thread count).
+Methods (the recipe's ``conv_dgrad``, ``DAWNBENCH_DGRAD`` or
+:func:`set_dgrad_method`): ``pooled`` (the default: this kernel before each
+2x2 max-pool, oneDNN's dense data gradient elsewhere) or ``aten`` (oneDNN's
+everywhere, a lesion arm). Timed on an idle Zen 4 (docs/PERFORMANCE.md,
+"Levers"): x1.26 and x1.31 a call, x1.055 on the step, every pair of arms
+faster; seeds 0-2 reach 94% with it. The kernel is deterministic (each dx
+element sums in one order on any thread count).
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ from dawnbench_fast.csrc import native
 from dawnbench_fast.csrc.conv_group_costs import COSTS
 from dawnbench_fast.csrc.engine import new_output
 from dawnbench_fast.roofline.registry import register_flop_formulas
+from dawnbench_fast.vocabulary import DGRAD_METHODS
 
-DGRAD_METHODS = ("aten", "pooled")
-DEFAULT_METHOD = "aten"  # not yet timed against oneDNN on an idle machine
+DEFAULT_METHOD = "pooled"  # x1.055 on the step, idle Zen 4 (docs/PERFORMANCE.md)
 _METHOD: list[str] = []  # set_dgrad_method's value; empty: DAWNBENCH_DGRAD or the default
 # (x shape, w shape, dtype) where the pooled kernel ran: conv_group.chosen_methods (run.json).
 RAN: set[tuple] = set()

@@ -50,6 +50,9 @@ MODEL_ACTIVATIONS: tuple[str, ...] = ("gelu", "relu", "silu")
 # and DAWNBENCH_WGRAD name them.
 WGRAD_METHODS: tuple[str, ...] = ("aten", "fp32", "im2col", "dpbf16")
 WGRAD_POLICIES: tuple[str, ...] = ("auto", "frozen", *WGRAD_METHODS)
+# The data-gradient methods of a conv before a 2x2 max-pool
+# (csrc/conv_group_dgrad.py): the recipe's ``conv_dgrad`` and DAWNBENCH_DGRAD.
+DGRAD_METHODS: tuple[str, ...] = ("aten", "pooled")
 
 
 def activation(name: str) -> Activation:

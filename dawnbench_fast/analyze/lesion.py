@@ -53,6 +53,8 @@ LEVERS: tuple[tuple[str, str, list[str]], ...] = (
      ["--set", "conv_wgrad=aten"]),
     ("wgrad_no_pooled", "the weight gradient before a max-pool off: our dense kernel for every conv",
      ["--set", "conv_wgrad=dpbf16"]),
+    ("dgrad_onednn", "the data gradient before a max-pool off: oneDNN's dense one for every conv",
+     ["--set", "conv_dgrad=aten"]),
 )
 
 

@@ -22,7 +22,7 @@ from dawnbench_fast.cifar.recipe import RECIPES, apply_overrides, validate
 from dawnbench_fast.cifar.task import CifarTask, Config, kernel_choices, load_model, save_model
 from dawnbench_fast.config import config_file
 from dawnbench_fast.config.precision import with_resolved_precision
-from dawnbench_fast.csrc import conv_group
+from dawnbench_fast.csrc import conv_group, conv_group_dgrad
 from dawnbench_fast.data.cifar10 import Cifar10, DataError, load_cifar10
 from dawnbench_fast.data.cifar10_device import DeviceData, prepare_data
 from dawnbench_fast.execution import gpu_defaults
@@ -110,9 +110,12 @@ def load_data(cfg: Config, device: torch.device, w: World) -> CifarData:
 
 
 def set_wgrad_policy(cfg: Config) -> None:
-    """The CPU conv weight-gradient policy the config asks for (process-wide)."""
+    """The CPU conv weight- and data-gradient methods the config asks for
+    (process-wide)."""
     if cfg.conv_wgrad != "env":
         conv_group.set_wgrad_policy(cfg.conv_wgrad)
+    if cfg.conv_dgrad != "env":
+        conv_group_dgrad.set_dgrad_method(cfg.conv_dgrad)
     if cfg.deterministic and conv_group.wgrad_policy() == "auto":
         conv_group.set_wgrad_policy("frozen")  # the cached choice, else aten: never timed afresh
 

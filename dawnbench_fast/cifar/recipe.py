@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from dawnbench_fast.config.overrides import apply_overrides as _apply_overrides
 from dawnbench_fast.config.overrides import check, common_checks
 from dawnbench_fast.execution.gpu_defaults import COMPILE_CHOICES, COMPILE_RULE
-from dawnbench_fast.vocabulary import MODEL_ACTIVATIONS, WGRAD_POLICIES
+from dawnbench_fast.vocabulary import DGRAD_METHODS, MODEL_ACTIVATIONS, WGRAD_POLICIES
 
 FIRST_CONVS: tuple[str, ...] = ("whitened", "learned", "random")
 FILTER_OPTIMIZERS: tuple[str, ...] = ("muon", "sgd")
@@ -107,6 +107,9 @@ class CifarRecipe:
     # else the fixed default (ours, with its before-pool variant, where it applies);
     # a method name forces it everywhere (e.g. aten: oneDNN's, for a lesion arm).
     conv_wgrad: str = "env"
+    # The data gradient of each group's first conv (csrc/conv_group_dgrad.py): env =
+    # DAWNBENCH_DGRAD, else pooled (the max-pool's zeros skipped); aten: oneDNN's dense one
+    conv_dgrad: str = "env"
     # torch.compile of the step's forward and loss (--compile / --no-compile): auto = on
     # CUDA only, as the published GPU records do (dawnbench_fast/execution/gpu_defaults.py), on, off
     compile: str = "auto"
@@ -144,6 +147,8 @@ def validate(cfg: CifarRecipe) -> CifarRecipe:
         (cfg.compile in COMPILE_CHOICES, "compile", COMPILE_RULE),
         (cfg.conv_wgrad in ("env", *WGRAD_POLICIES), "conv_wgrad",
          f"must be env or one of {', '.join(WGRAD_POLICIES)}"),
+        (cfg.conv_dgrad in ("env", *DGRAD_METHODS), "conv_dgrad",
+         f"must be env or one of {', '.join(DGRAD_METHODS)}"),
     ])
     return cfg
 

@@ -38,7 +38,8 @@ def test_each_arm_switches_its_lever_and_nothing_else():
                 "no_label_smoothing": {"label_smoothing": 0.0}, "muon_no_orthogonalisation": {"ns_steps": 0},
                 "muon_to_sgd": {"filter_optimizer": "sgd"}, "random_flip": {"flip_alternating": False},
                 "no_flip": {"flip": False}, "no_whitening": {"first_conv": "learned"},
-                "wgrad_onednn": {"conv_wgrad": "aten"}, "wgrad_no_pooled": {"conv_wgrad": "dpbf16"}}
+                "wgrad_onednn": {"conv_wgrad": "aten"}, "wgrad_no_pooled": {"conv_wgrad": "dpbf16"},
+                "dgrad_onednn": {"conv_dgrad": "aten"}}
     default = CifarRecipe()
     expected |= {f"recipe_{k}": {k: v} for k, v in RECIPES["airbench94_muon"].items()
                  if getattr(default, k) != v}

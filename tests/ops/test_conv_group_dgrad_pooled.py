@@ -150,10 +150,10 @@ def test_what_it_does_not_take_is_a_one_line_error():
         conv_group_dgrad.conv3x3_dgrad_pooled(g[:, :, :1], w)
 
 
-def test_the_switch_runs_it_before_a_pool_and_the_default_does_not(monkeypatch):
-    """Conv3x3 with before_pool: oneDNN's dense dX by default (unlisted), the
-    kernel's under DAWNBENCH_DGRAD=pooled (listed in chosen_methods); the conv
-    after the pool keeps oneDNN's either way."""
+def test_the_default_runs_it_before_a_pool_and_aten_opts_out(monkeypatch):
+    """Conv3x3 with before_pool: the kernel's dX by default (listed in
+    chosen_methods), oneDNN's dense one (unlisted) under DAWNBENCH_DGRAD=aten;
+    the conv after the pool keeps oneDNN's either way."""
     monkeypatch.setattr(conv_group, "_CHOICE", {})
     monkeypatch.setattr(conv_group, "_BEFORE_POOL_RAN", set())
     monkeypatch.setattr(conv_group_dgrad, "RAN", set())
@@ -171,11 +171,8 @@ def test_the_switch_runs_it_before_a_pool_and_the_default_does_not(monkeypatch):
         F.max_pool2d(y, 2).backward(upstream)
         return x1.grad, channels_last(dy)
 
-    default, dy = grads(True)
-    assert torch.equal(default, conv_group_dgrad.dgrad_aten(dy, x, w))
-    assert not any("data gradient" in k for k in conv_group.chosen_methods())
-    monkeypatch.setenv("DAWNBENCH_DGRAD", "pooled")
-    got, _ = grads(True)
+    assert conv_group_dgrad.dgrad_method() == "pooled"
+    got, dy = grads(True)
     assert torch.equal(got, conv_group_dgrad.conv3x3_dgrad_pooled(dy, w))
     assert_within_bound(got, dy, w)
     name = "x[3, 24, 9, 9] w[32, 24, 3, 3] bfloat16 before 2x2 max-pool, data gradient"
@@ -184,6 +181,11 @@ def test_the_switch_runs_it_before_a_pool_and_the_default_does_not(monkeypatch):
     after_pool, _ = grads(False)
     assert torch.equal(after_pool, conv_group_dgrad.dgrad_aten(dy, x, w))
     assert not conv_group_dgrad.RAN
+    monkeypatch.setenv("DAWNBENCH_DGRAD", "aten")
+    dense, _ = grads(True)
+    assert torch.equal(dense, conv_group_dgrad.dgrad_aten(dy, x, w))
+    assert not conv_group_dgrad.RAN and not any("data gradient" in k for k in conv_group.chosen_methods())
+    monkeypatch.delenv("DAWNBENCH_DGRAD")
     conv_group_dgrad.set_dgrad_method("aten")
     assert conv_group_dgrad.dgrad_method() == "aten"
     with pytest.raises(ValueError, match="DAWNBENCH_DGRAD must be one of"):

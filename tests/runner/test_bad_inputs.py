@@ -222,6 +222,8 @@ CASES = {
     "set-no-equals": Case(["--set", "epochs"], ("--set epochs", "expected name=value")),
     "set-bad-conv-wgrad": Case(["--set", "conv_wgrad=fast"],
                                ("conv_wgrad", "must be env or one of", "dpbf16")),
+    "set-bad-conv-dgrad": Case(["--set", "conv_dgrad=fast"],
+                               ("conv_dgrad", "must be env or one of", "pooled")),
     "set-bad-first-conv": Case(["--set", "first_conv=pca"],
                                ("first_conv", "must be whitened, learned, random")),
     "set-bad-filter-optimizer": Case(["--set", "filter_optimizer=adam"],

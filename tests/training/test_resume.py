@@ -113,14 +113,15 @@ def test_same_seed_same_weights_and_kernels_other_seed_other_weights(tmp_path):
 
 
 def test_conv_wgrad_field_forces_the_weight_gradient_method(tmp_path):
-    # the lesion study's kernel arms: oneDNN's weight gradient for every conv, no before-pool variant
+    # the lesion study's kernel arms: oneDNN's weight and data gradients for every conv,
+    # no before-pool variant
     out = tmp_path / "forced"
     _run("--seed", "0", "--out", str(out), "--epochs", "1", "--set", "conv_wgrad=aten",
-         args=DEFAULT_PRECISION)
+         "--set", "conv_dgrad=aten", args=DEFAULT_PRECISION)
     run = json.loads((out / "run.json").read_text())
-    assert run["config"]["conv_wgrad"] == "aten"
+    assert run["config"]["conv_wgrad"] == "aten" and run["config"]["conv_dgrad"] == "aten"
     methods = run["result"]["conv_wgrad_methods"]
     if run["kernels_backend"] == "cpu":
-        assert methods and set(methods.values()) == {"aten"}  # before-pool entries would say *_pooled
+        assert methods and set(methods.values()) == {"aten"}  # before-pool entries would say *pooled
     else:
         assert methods == {}
