@@ -19,13 +19,17 @@
 // accumulators. Each window's nonzeros are listed grouped by code (compact):
 // a code fixes which 9 of the 16 accumulators each tap adds to, so the inner
 // loop has no branch per nonzero. The weights are read in chunks of 32 output
-// channels (18 KB, in L1 while a band of window rows passes), so a window's
-// accumulators are loaded from and stored to an fp32 image of dx (with a
-// one-pixel border that takes the taps falling off the map) once per chunk.
+// channels (18 KB, in L1 while every window of a group of images passes), so
+// a window's accumulators are loaded from and stored to an fp32 image of dx
+// (with a one-pixel border that takes the taps falling off the map) once per
+// chunk. The group (images whose lists and dx images fill about half an L2)
+// is what reuses a chunk: one image at a time, 256->256 @7 (9 windows, 2.4 MB
+// of fp32 weights) re-read its weights from L3 for every image and ran its
+// FMAs at 60% of their peak.
 //
-// Threads split the images; for each dx element the sum runs over (band,
-// chunk, window, code, channel) in that order whatever the thread count, so
-// the result is the same on every run. v and w are bf16, so each product is
+// Threads split the images; for each dx element the sum runs over (chunk,
+// window, code, channel) in that order whatever the thread count and group,
+// so the result is the same on every run. v and w are bf16, so each product is
 // exact in fp32 and an FMA rounds as a multiply then an add: the baseline copy
 // (one lane at a time, no FMA instruction) gives the AVX-512 copy's bits.
 // A dY that is not a 2x2 max-pool's gradient makes the call return 2 and the
@@ -48,7 +52,8 @@ namespace {
 
 constexpr int kLanes = 16;  // input channels per block (one zmm of fp32)
 constexpr int kChunk = 32;  // output channels per weight chunk: 32 x 9 x 16 fp32 = 18 KB
-constexpr int kBand = 2;    // window rows per band: their dx rows stay in L1 beside the chunk
+constexpr long long kGroupBytes = 512 << 10;  // a group's lists and dx images: half an L2
+constexpr int kGroupMax = 16;                 // images per group, at most
 constexpr int kRow = 4;     // dx pixels a window reaches along a row (and a column)
 
 // One nonzero of dY: its weight rows' offset in a block's plane (o * 9 * 16)
@@ -144,31 +149,29 @@ DBF_HD void scatter(const Entry* e, int n, const float* wl, vec::vf* acc) {
   }
 }
 
-// One image, one block of 16 input channels, lanes [l, l + vec::L): buf
-// (H + 2, W + 2, 16) fp32 += every window's nonzeros times the block's
-// weights wl (O, 9, 16).
+// One image, one block of 16 input channels, lanes [l, l + vec::L), one
+// chunk c of output channels: buf (H + 2, W + 2, 16) fp32 += every window's
+// nonzeros in the chunk times the block's weights wl (O, 9, 16).
 void accumulate(const Entry* e, const uint8_t* cnt, const float* wl, float* buf, int H, int W,
-                int O, int l) {
+                int O, int c, int l) {
   const int Hp = H / 2, Wp = W / 2, chunks = (O + kChunk - 1) / kChunk;
   const long long row = (long long)(W + 2) * kLanes;
-  for (int h0 = 0; h0 < Hp; h0 += kBand)
-    for (int c = 0; c < chunks; c++)
-      for (int hp = h0; hp < std::min(Hp, h0 + kBand); hp++)
-        for (int wp = 0; wp < Wp; wp++) {
-          const long long s = ((long long)hp * Wp + wp) * chunks + c;
-          const uint8_t* ct = cnt + s * 4;
-          const Entry* es = e + s * kChunk;
-          float* b = buf + 2 * hp * row + 2 * wp * kLanes + l;
-          vec::vf acc[kRow * kRow];
-          for (int r = 0; r < kRow; r++)
-            for (int x = 0; x < kRow; x++) acc[r * kRow + x] = vec::ld(b + r * row + x * kLanes);
-          scatter<0>(es, ct[0], wl + l, acc);
-          scatter<1>(es + ct[0], ct[1], wl + l, acc);
-          scatter<2>(es + ct[0] + ct[1], ct[2], wl + l, acc);
-          scatter<3>(es + ct[0] + ct[1] + ct[2], ct[3], wl + l, acc);
-          for (int r = 0; r < kRow; r++)
-            for (int x = 0; x < kRow; x++) vec::st(b + r * row + x * kLanes, acc[r * kRow + x]);
-        }
+  for (int hp = 0; hp < Hp; hp++)
+    for (int wp = 0; wp < Wp; wp++) {
+      const long long s = ((long long)hp * Wp + wp) * chunks + c;
+      const uint8_t* ct = cnt + s * 4;
+      const Entry* es = e + s * kChunk;
+      float* b = buf + 2 * hp * row + 2 * wp * kLanes + l;
+      vec::vf acc[kRow * kRow];
+      for (int r = 0; r < kRow; r++)
+        for (int x = 0; x < kRow; x++) acc[r * kRow + x] = vec::ld(b + r * row + x * kLanes);
+      scatter<0>(es, ct[0], wl + l, acc);
+      scatter<1>(es + ct[0], ct[1], wl + l, acc);
+      scatter<2>(es + ct[0] + ct[1], ct[2], wl + l, acc);
+      scatter<3>(es + ct[0] + ct[1] + ct[2], ct[3], wl + l, acc);
+      for (int r = 0; r < kRow; r++)
+        for (int x = 0; x < kRow; x++) vec::st(b + r * row + x * kLanes, acc[r * kRow + x]);
+    }
 }
 
 // w (O, I, 3, 3) bf16 into wf (ceil(I / 16), O, 9, 16) fp32, zeros past I.
@@ -207,27 +210,38 @@ int conv3x3_dgrad_pooled(const uint16_t* dy, const uint16_t* w, uint16_t* dx, in
   const int Hp = H / 2, Wp = W / 2, chunks = (O + kChunk - 1) / kChunk;
   const int blocks = (I + kLanes - 1) / kLanes;
   const long long slots = (long long)Hp * Wp * chunks;
+  const long long plane = (long long)(H + 2) * (W + 2) * kLanes;  // one image's dx block, fp32
+  const long long per_image = slots * (kChunk * (long long)sizeof(Entry) + 4) + plane * 4;
+  const int group = (int)std::max(1LL, std::min<long long>(kGroupMax, kGroupBytes / per_image));
   pooled::Scratch wf((size_t)blocks * O * 9 * kLanes);
   std::atomic<bool> sparse{true};
 #pragma omp parallel
   {
     weights_to_fp32(w, wf.p, I, O);  // an omp for: its barrier ends before any image starts
-    std::vector<Entry> e((size_t)slots * kChunk);
-    std::vector<uint8_t> cnt((size_t)slots * 4);
-    pooled::Scratch buf((size_t)(H + 2) * (W + 2) * kLanes);
+    std::vector<Entry> e((size_t)group * slots * kChunk);
+    std::vector<uint8_t> cnt((size_t)group * slots * 4);
+    pooled::Scratch buf((size_t)group * plane);
+    const int groups = (N + group - 1) / group;
 #pragma omp for schedule(static)
-    for (int n = 0; n < N; n++) {
-      if (!sparse.load(std::memory_order_relaxed) ||
-          !compact(dy + (long long)n * H * W * O, H, W, O, e.data(), cnt.data())) {
-        sparse = false;
-        continue;
-      }
+    for (int gi = 0; gi < groups; gi++) {
+      const int n0 = gi * group, ng = std::min(group, N - n0);
+      for (int g = 0; g < ng; g++)
+        if (!sparse.load(std::memory_order_relaxed) ||
+            !compact(dy + (long long)(n0 + g) * H * W * O, H, W, O, e.data() + g * slots * kChunk,
+                     cnt.data() + g * slots * 4))
+          sparse = false;
+      if (!sparse.load(std::memory_order_relaxed)) continue;
       for (int ib = 0; ib < blocks; ib++) {
-        std::fill(buf.p, buf.p + (size_t)(H + 2) * (W + 2) * kLanes, 0.f);
+        std::fill(buf.p, buf.p + (size_t)ng * plane, 0.f);
         const float* wl = wf.p + (long long)ib * O * 9 * kLanes;
-        for (int l = 0; l < kLanes; l += vec::L)
-          accumulate(e.data(), cnt.data(), wl, buf.p, H, W, O, l);
-        store_block(buf.p, dx + (long long)n * H * W * I, H, W, I, ib * kLanes);
+        for (int c = 0; c < chunks; c++)
+          for (int g = 0; g < ng; g++)
+            for (int l = 0; l < kLanes; l += vec::L)
+              accumulate(e.data() + g * slots * kChunk, cnt.data() + g * slots * 4, wl,
+                         buf.p + g * plane, H, W, O, c, l);
+        for (int g = 0; g < ng; g++)
+          store_block(buf.p + g * plane, dx + (long long)(n0 + g) * H * W * I, H, W, I,
+                      ib * kLanes);
       }
     }
   }

@@ -11,8 +11,9 @@ row and column at zero, as in the net's 31x31, 15x15 and 7x7 maps.
 Shapes: batches of 1 and 3, odd and non-square maps, 2x2 and 3x2 maps (one
 window: every tap of the 3x3 reaches the border), input channels off the
 16-channel blocks (3, 5, 13, 17: a last block of one lane), output channels
-off the 32-channel chunks (7, 20, 33, 40), and the net's 64->256 @15 and
-256->256 @7.
+off the 32-channel chunks (7, 20, 33, 40), the net's 64->256 @15 and
+256->256 @7, and 19 small images (the kernel takes at most 16 images a group:
+a last group of 3).
 
 Tolerance, per element: bf16 dY and w only (the op's one dtype); fp32 sums
 of exact bf16 x bf16 products, rounded to bf16 once: |got - ref| <= 2^-8
@@ -36,7 +37,8 @@ pytestmark = pytest.mark.skipif(not conv_group_dgrad.supported(), reason="needs 
 
 # (N, Cin, Cout, H, W)
 SHAPES = [(1, 5, 16, 7, 9), (3, 24, 48, 31, 31), (1, 3, 7, 2, 2), (3, 7, 20, 3, 2),
-          (1, 13, 40, 6, 5), (3, 17, 33, 8, 8), (2, 64, 256, 15, 15), (3, 256, 256, 7, 7)]
+          (1, 13, 40, 6, 5), (3, 17, 33, 8, 8), (2, 64, 256, 15, 15), (3, 256, 256, 7, 7),
+          (19, 5, 16, 5, 4)]  # more images than a group holds (16): a last group of 3
 
 
 def pooled_inputs(n, cin, cout, h, w, seed):
