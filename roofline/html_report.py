@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 import pathlib
 
-from dawnbench_fast.roofline.report import CONVENTIONS, Report
+from dawnbench_fast.roofline.report import CONVENTIONS, Report, time_basis_label, timing_tool
 from dawnbench_fast.roofline.text_report import si
 from dawnbench_fast.roofline.time_chart import category_times
 
@@ -45,7 +45,7 @@ def render_html(rep: Report, svg_path: str | pathlib.Path | None = None,
     ) or "<tr><td colspan=4>(none)</td></tr>"
     roofs = ", ".join(f"{k} {si(v, 'FLOP/s')} ({e(p.source.get(k, ''))})"
                       for k, v in sorted(p.flops.items()))
-    wall = (f"Wall clock of the profiled region (profiler on, time between ops included): "
+    wall = (f"Wall clock of the profiled region ({timing_tool(rep)} on, time between ops included): "
             f"{t['wall_time_us'] / 1000:.3f} ms, {t['wall_fraction_of_peak']:.1%} of the peak."
             if "wall_time_us" in t else "")
     warn = "".join(f"<p class=warn>WARNING: {e(w)}</p>" for w in rep.warnings)
@@ -63,7 +63,7 @@ svg {{ max-width: 100%; height: auto; }}
 <p>Source: {e(rep.source)}<br>Device: {e(p.name)} ({e(p.kind)}); roofs: {roofs};
 bandwidth {si(p.bandwidth, 'B/s')} ({e(p.source.get('bandwidth', ''))})<br>
 {e(p.notes) + '<br>' if p.notes else ''}
-Time basis: {'GPU kernel time' if rep.time_basis == 'device' else 'host op time'}
+Time basis: {e(time_basis_label(rep))}
 {f', {rep.steps} steps' if rep.steps else ''}</p>
 {warn}
 <p><b>{t['fraction_of_peak']:.1%}</b> of the {e(t['main_precision'])} peak:

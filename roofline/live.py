@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dawnbench_fast.roofline.outputs import write_report_set
 from dawnbench_fast.roofline.report import Report, build_report
 
+TIMERS = ("profiler", "inplace")  # how profile_training times the ops
+
 
 def _activities(device: str | None) -> list:
     import torch
@@ -106,18 +108,29 @@ def profile_training(
     warmup: int = 1,
     device: str | None = None,
     peaks_file: str | None = None,
+    timer: str = "profiler",
 ) -> pathlib.Path:
-    """Run ``step()`` ``warmup`` times, then ``steps`` times under the profiler;
-    write trace.json and the report set (report.txt/.json/.html,
-    roofline.png/.svg) into ``out_dir`` and return it. ``device`` names the
-    peaks to use (a GPU table name or "cpu"; default: detected)."""
+    """Run ``step()`` ``warmup`` times, then ``steps`` times under the profiler
+    (``timer="profiler"``) or the in-place op timer (``"inplace"``, CPU only:
+    roofline/inplace.py); write trace.json and the report set
+    (report.txt/.json/.html, roofline.png/.svg) into ``out_dir`` and return
+    it. ``device`` names the peaks to use (a GPU table name or "cpu"; default:
+    detected)."""
     if steps < 1:
         raise ValueError(f"--profile-steps {steps}: profile at least 1 step")
+    if timer not in TIMERS:
+        raise ValueError(f"--profile-timer {timer}: choose {' or '.join(TIMERS)}")
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for _ in range(warmup):
         step()
-    with capture(trace_path=out / "trace.json", steps=steps) as cap:
+    if timer == "inplace":
+        from dawnbench_fast.roofline.inplace import InplaceCapture
+
+        cap_cm: Capture = InplaceCapture(device, out / "trace.json", steps)
+    else:
+        cap_cm = capture(trace_path=out / "trace.json", steps=steps)
+    with cap_cm as cap:
         for _ in range(steps):
             step()
     # a torch device string ("cuda:0") means "detect that GPU"; "cpu" means

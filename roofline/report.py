@@ -85,7 +85,7 @@ class Row:
 class Report:
     source: str
     peaks: Peaks
-    time_basis: str  # "host" (CPU op time) or "device" (GPU kernel time)
+    time_basis: str  # "host" (CPU op time, profiler), "inplace" (CPU op time, inplace.py) or "device"
     steps: int | None
     rows: list[Row]
     uncounted: list[dict]
@@ -154,15 +154,17 @@ def build_report(
     if peaks is None:
         peaks = resolve_peaks(device, peaks_file, trace.on_gpu, trace.device_properties)
     attr = attribute(trace)
-    return report_from_attribution(attr, peaks, trace.path, ncu=ncu, steps=steps, wall_s=wall_s)
+    return report_from_attribution(attr, peaks, trace.path, ncu=ncu, steps=steps, wall_s=wall_s,
+                                   timer=trace.timer)
 
 
 def report_from_attribution(
     attr: Attribution, peaks: Peaks, source: str, *, ncu: Iterable[NcuKernel] | None = None,
-    steps: int | None = None, wall_s: float | None = None,
+    steps: int | None = None, wall_s: float | None = None, timer: str = "profiler",
 ) -> Report:
     """The report of an attributed trace: one row per (op, shapes, dtypes),
-    the uncounted time, the host overhead and the step's totals."""
+    the uncounted time, the host overhead and the step's totals. ``timer``:
+    the trace's (``inplace``: host op times taken without the profiler)."""
     rows, uncounted, counted_units = _rows(attr)
     ncu_by_name = _ncu_means(ncu)
     if ncu_by_name:
@@ -188,8 +190,22 @@ def report_from_attribution(
     if not attr.has_shapes:
         warnings.append("the trace has no input shapes: record it with "
                         "torch.profiler.profile(record_shapes=True)")
-    return Report(source, peaks, "device" if attr.on_gpu else "host", steps, row_list, unc_list,
-                  ovh_list, kernels, totals, warnings)
+    basis = "device" if attr.on_gpu else ("inplace" if timer == "inplace" else "host")
+    return Report(source, peaks, basis, steps, row_list, unc_list, ovh_list, kernels, totals, warnings)
+
+
+TIME_BASES = {"device": "GPU kernel time", "host": "host op time (profiler)",
+              "inplace": "host op time, timed in place (no profiler)"}
+
+
+def time_basis_label(rep: Report) -> str:
+    """How the report's op times were taken, in words."""
+    return TIME_BASES.get(rep.time_basis, rep.time_basis)
+
+
+def timing_tool(rep: Report) -> str:
+    """What was on while the report's region ran: the in-place timer or the profiler."""
+    return "timer" if rep.time_basis == "inplace" else "profiler"
 
 
 def _rows(attr: Attribution) -> tuple[dict[tuple, Row], dict[str, dict], list[Unit]]:

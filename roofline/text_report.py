@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dawnbench_fast.roofline.report import CONVENTIONS, Report
+from dawnbench_fast.roofline.report import CONVENTIONS, Report, time_basis_label, timing_tool
 
 
 def si(v: float | None, unit: str = "") -> str:
@@ -29,7 +29,7 @@ def render_text(rep: Report, max_rows: int | None = 60) -> str:
         + f", bandwidth {si(p.bandwidth, 'B/s')}",
         "  sources: " + "; ".join(f"{k}: {v}" for k, v in p.source.items()),
         *([f"  {p.notes}"] if p.notes else []),  # e.g. the clock the GPU table was scaled to
-        f"Time basis: {'GPU kernel time' if rep.time_basis == 'device' else 'host op time'}"
+        f"Time basis: {time_basis_label(rep)}"
         + (f", {rep.steps} steps" if rep.steps else ""),
         f"Conventions: {CONVENTIONS}",
     ]
@@ -48,8 +48,9 @@ def render_text(rep: Report, max_rows: int | None = 60) -> str:
         f"{t['matmul_conv_fraction_of_peak']:.1%}",
     ]
     if "wall_time_us" in t:
-        lines.append(f"  wall clock of the profiled region {_ms(t['wall_time_us'])} ms (profiler on, "
-                     f"time between ops included): {si(t['wall_flops_per_s'], 'FLOP/s')} = "
+        lines.append(f"  wall clock of the profiled region {_ms(t['wall_time_us'])} ms "
+                     f"({timing_tool(rep)} on, time between ops included): "
+                     f"{si(t['wall_flops_per_s'], 'FLOP/s')} = "
                      f"{t['wall_fraction_of_peak']:.1%} of the {t['main_precision']} peak")
     if rep.steps:
         lines.append(f"  per step: {si(t['flops_per_step'])}FLOP "

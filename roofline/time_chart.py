@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from dawnbench_fast import atomic
 from dawnbench_fast.roofline import registry
-from dawnbench_fast.roofline.report import Report
+from dawnbench_fast.roofline.report import Report, time_basis_label
 
 # (category, pattern on the op's short name); a name no pattern matches is "elementwise/other"
 CATEGORIES = (
@@ -103,8 +103,7 @@ def time_figure(rep: Report, top: int = 15):
         ax.set_xlim(0, max([t for _, t, _ in items] + [1.0]) / 1000 * 1.35)  # room for the value labels
         ax.set_xlabel("ms" + (f" over {rep.steps} steps" if rep.steps else ""))
         ax.set_title(title, fontsize=9)
-    fig.suptitle(f"where the op time goes ({'GPU kernel' if rep.time_basis == 'device' else 'host op'} "
-                 f"time, {total / 1000:.3g} ms)", fontsize=10)
+    fig.suptitle(f"where the op time goes ({time_basis_label(rep)}, {total / 1000:.3g} ms)", fontsize=10)
     fig.tight_layout()
     return fig
 

@@ -72,6 +72,7 @@ class Trace:
     kernels: list[Kernel]
     device_properties: list[dict]
     has_shapes: bool
+    timer: str = "profiler"  # how the op times were taken: the profiler, or "inplace" (inplace.py)
 
     @property
     def on_gpu(self) -> bool:
@@ -104,7 +105,10 @@ def load_trace(path: str | pathlib.Path) -> Trace:
     if not isinstance(events, list):
         raise TraceError(f"trace file {p} has no 'traceEvents' list; is it a PyTorch "
                          "profiler Chrome trace?")
-    return parse_events(events, str(p), data.get("deviceProperties", []) if isinstance(data, dict) else [])
+    trace = parse_events(events, str(p), data.get("deviceProperties", []) if isinstance(data, dict) else [])
+    if isinstance(data, dict) and data.get("dawnbench_timer") == "inplace":  # roofline/inplace.py
+        trace.timer = "inplace"
+    return trace
 
 
 def parse_events(events: list[dict], path: str = "<memory>", device_properties: list | None = None) -> Trace:

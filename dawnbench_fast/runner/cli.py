@@ -166,6 +166,10 @@ def add_report_args(p: argparse.ArgumentParser, out: str) -> None:
     g.add_argument("--profile-steps", type=int, default=0, metavar="N",
                    help="instead of training, profile N training steps and write a "
                    "roofline report into OUT/profile")
+    g.add_argument("--profile-timer", choices=("auto", "inplace", "profiler"), default="auto",
+                   help="how --profile-steps times the ops: inplace (a clock around each op, no "
+                   "profiler; CPU only), profiler (torch.profiler), auto: inplace on the CPU, "
+                   "the profiler on a GPU (default: %(default)s)")
 
 
 def check_run_args(args: argparse.Namespace) -> None:

@@ -63,7 +63,7 @@ def run(command: TaskCommand, args: argparse.Namespace) -> int:
         # the roofline counts ops, which a compiled region hides: eager unless --compile was asked for
         prof_cfg = dataclasses.replace(cfg, compile="off") if cfg.compile == "auto" else cfg
         report_dir = profile_steps(command.make_task(prof_cfg, data, device, backend), args.profile_steps,
-                                   Path(args.out) / "profile")
+                                   Path(args.out) / "profile", args.profile_timer)
         print(f"roofline report written to {report_dir}/")
         return 0
     return run_seeds(command.recipe(cfg, data, device, backend, args), cfg, args, device, backend,

@@ -356,11 +356,17 @@ def inference(task: Task, result: LoopResult, args: argparse.Namespace, phases: 
     return entry
 
 
-def profile_steps(task: Task, steps: int, out: Path) -> Path:
+def profile_steps(task: Task, steps: int, out: Path, timer: str = "auto") -> Path:
     """Profile ``steps`` training steps of ``task`` (after its model init) and
-    write the roofline report set into ``out``; returns the report folder."""
+    write the roofline report set into ``out``; returns the report folder.
+    ``timer``: inplace, profiler, or auto (inplace on the CPU: the profiler
+    changed some CPU ops' times 2-3x, roofline/inplace.py)."""
     from dawnbench_fast import roofline
+    if timer == "auto":
+        timer = "profiler" if task.device.type == "cuda" else "inplace"
     task.init_model()
     batches = batches_forever(task)
+    # in place, two warm-up steps: the kept heap settles within a few (runtime.keep_freed_memory)
     return roofline.profile_training(lambda: task.train_step(*next(batches)), steps, out,
-                                     device=str(task.device))
+                                     device=str(task.device), timer=timer,
+                                     warmup=2 if timer == "inplace" else 1)

@@ -183,7 +183,7 @@ def test_profile_steps_profiles_the_eager_step_unless_compile_is_asked_for(monke
     # as on CUDA, where auto compiles: the roofline counts ops, which a compiled region hides
     monkeypatch.setattr(gpu_defaults, "compile_enabled", lambda choice, device: choice in ("auto", "on"))
     profiled = []
-    monkeypatch.setattr(command, "profile_steps", lambda task, steps, out: profiled.append(task) or out)
+    monkeypatch.setattr(command, "profile_steps", lambda task, _n, out, _timer: profiled.append(task) or out)
     base = ["--subset", "64", "--eval-subset", "100", "--data-dir", str(cifar_dir()), "--no-download",
             "--device", "cpu", "--kernels", "torch", "--profile-steps", "1"]
     assert cifar.main([*base, "--out", str(tmp_path / "a")]) == 0
