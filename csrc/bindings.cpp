@@ -213,16 +213,18 @@ PYBIND11_MODULE(DBF_MODULE_NAME, m) {
       "pool_bn_act_backward",
       [](int dtype, std::uintptr_t pooled, std::uintptr_t codes, std::uintptr_t dy,
          std::uintptr_t dx, std::uintptr_t stats, std::uintptr_t dw, std::uintptr_t db, int N,
-         int H, int W, int C, int training, int act) {
+         int H, int W, int C, int training, int act, int pooled_dx) {
         py::gil_scoped_release nogil;
         dbf::NhwcArgs a{};
         a.dtype = dtype, a.act = act, a.N = N, a.H = H, a.W = W, a.C = C, a.pool = 1;
+        a.pooled_dx = pooled_dx;
         a.training = training, a.pooled = ptr<void>(pooled);
         a.codes = ptr<unsigned char>(codes), a.dy = ptr<const void>(dy), a.dx = ptr<void>(dx);
         a.stats = ptr<float>(stats), a.dweight = ptr<float>(dw), a.dbias = ptr<float>(db);
         cpu().bn_act_nhwc(a, false);
       },
-      "CPU backward of pool_bn_act_forward: dx is (N, H, W, C)");
+      "CPU backward of pool_bn_act_forward: dx is (N, H, W, C), or with pooled_dx the pool's "
+      "own gradient (N, H/2, W/2, C)");
   m.def("set_nhwc_kernels_enabled", [](bool on) { cpu().set_nhwc_kernels_enabled(on); },
         "route bn_act_forward/backward's NHWC fp32/bf16 calls through the vectorised loops");
   m.def("nhwc_kernels_enabled", []() { return cpu().nhwc_kernels_enabled(); });
@@ -282,22 +284,26 @@ PYBIND11_MODULE(DBF_MODULE_NAME, m) {
       "3x3 conv weight gradient, bf16 NHWC in, fp32 (3, 3, I, O) out (see cpu_kernels.h)");
   m.def(
       "conv3x3_wgrad_pooled",
-      [](std::uintptr_t x, std::uintptr_t dy, std::uintptr_t dw, int N, int H, int W, int I, int O) {
+      [](std::uintptr_t x, std::uintptr_t dy, std::uintptr_t codes, std::uintptr_t dw, int N,
+         int H, int W, int I, int O) {
         py::gil_scoped_release nogil;
         return cpu().conv3x3_wgrad_pooled(ptr<const uint16_t>(x), ptr<const uint16_t>(dy),
-                                          ptr<float>(dw), N, H, W, I, O);
+                                          ptr<const uint8_t>(codes), ptr<float>(dw), N, H, W, I, O);
       },
-      "3x3 conv weight gradient before a 2x2 max-pool: bf16 NHWC in, fp32 (O, 3, 3, I) out; "
-      "2 where dY is not a max-pool's gradient (see cpu_kernels.h)");
+      "3x3 conv weight gradient before a 2x2 max-pool: bf16 NHWC in (dY full-size, or with codes "
+      "(not 0) the pool's own gradient), fp32 (O, 3, 3, I) out; 2 where dY is not a max-pool's "
+      "gradient (see cpu_kernels.h)");
   m.def(
       "conv3x3_dgrad_pooled",
-      [](std::uintptr_t dy, std::uintptr_t w, std::uintptr_t dx, int N, int H, int W, int I, int O) {
+      [](std::uintptr_t dy, std::uintptr_t codes, std::uintptr_t w, std::uintptr_t dx, int N,
+         int H, int W, int I, int O) {
         py::gil_scoped_release nogil;
-        return cpu().conv3x3_dgrad_pooled(ptr<const uint16_t>(dy), ptr<const uint16_t>(w),
-                                          ptr<uint16_t>(dx), N, H, W, I, O);
+        return cpu().conv3x3_dgrad_pooled(ptr<const uint16_t>(dy), ptr<const uint8_t>(codes),
+                                          ptr<const uint16_t>(w), ptr<uint16_t>(dx), N, H, W, I, O);
       },
-      "3x3 conv data gradient before a 2x2 max-pool: dY bf16 NHWC and w (O, I, 3, 3) bf16 in, "
-      "dx bf16 NHWC out; 2 where dY is not a max-pool's gradient (see cpu_kernels.h)");
+      "3x3 conv data gradient before a 2x2 max-pool: dY bf16 NHWC (full-size, or with codes (not "
+      "0) the pool's own gradient) and w (O, I, 3, 3) bf16 in, dx bf16 NHWC out; 2 where dY is not "
+      "a max-pool's gradient (see cpu_kernels.h)");
   m.def(
       "gemm_mma_emulated",
       [](int dtype, std::uintptr_t A, std::uintptr_t B, std::uintptr_t C, int M, int N, int K,

@@ -48,7 +48,7 @@ def pool_bn_act_fwd_cost(shapes, dtypes, concrete=None):
 def pool_bn_act_bwd_cost(shapes, dtypes, concrete=None):
     """As csrc_bn_act_bwd per pooled element; reads pooled, codes, dy and
     writes the full-size dx (in_h x in_w, from the arguments when a trace has
-    them, else twice the pooled size)."""
+    them, else twice the pooled size), or with pooled_dx the pooled-size one."""
     p = shapes[0]
     n, c = (p[0], p[1]) if len(p) == 4 else (1, 1)
     out = arg_numel(p)
@@ -56,6 +56,8 @@ def pool_bn_act_bwd_cost(shapes, dtypes, concrete=None):
         in_hw = int(concrete[4]) * int(concrete[5])
     except (TypeError, ValueError, IndexError):
         in_hw = 4 * (p[2] * p[3] if len(p) == 4 else 0)
+    if concrete is not None and len(concrete) > 8 and concrete[8] == "True":  # pooled_dx
+        in_hw = p[2] * p[3] if len(p) == 4 else 0
     flops = (10 + arg_activation(concrete, 7).grad_flops) * out
     item = itemsize(dtypes[0])
     return flops, out * (2 * item + 1) + n * c * in_hw * item + 7 * 4 * c

@@ -92,30 +92,34 @@ def _(x, weight, bias, running_mean, running_var, training, eps, momentum, act):
 @torch.library.custom_op("dawnbench::csrc_pool_bn_act_bwd", mutates_args=())
 def pool_bn_act_bwd(
     pooled: torch.Tensor, codes: torch.Tensor, dy: torch.Tensor, stats: torch.Tensor,
-    in_h: int, in_w: int, training: bool, act: str,
+    in_h: int, in_w: int, training: bool, act: str, pooled_dx: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(dx (N, C, in_h, in_w), dweight, dbias) of pool_bn_act_fwd."""
+    """(dx (N, C, in_h, in_w), dweight, dbias) of pool_bn_act_fwd; with
+    ``pooled_dx``, dx is the pool's own gradient (pooled-sized, the value each
+    window's max gets, to be placed by ``codes``): what the before-pool conv's
+    kernels read instead of the full-size dx (csrc/conv_group.py)."""
     n, c, h, w = pooled.shape
     if dy.shape != pooled.shape or codes.shape != pooled.shape or stats.numel() != 4 * c:
         raise ValueError("csrc_pool_bn_act_bwd: dy, codes and stats must match the forward's outputs")
     if in_h // 2 != h or in_w // 2 != w:
         raise ValueError(f"csrc_pool_bn_act_bwd: input {in_h}x{in_w} does not pool to {h}x{w}")
     pooled, codes, dy = _nhwc(pooled), _nhwc(codes), _nhwc(dy.to(pooled.dtype))
-    dx = new_output((n, c, in_h, in_w), pooled.dtype, pooled.device, True)
+    dx = new_output((n, c, *((h, w) if pooled_dx else (in_h, in_w))), pooled.dtype, pooled.device, True)
     dweight = torch.empty(c, dtype=torch.float32)
     dbias = torch.empty(c, dtype=torch.float32)
     native.load().pool_bn_act_backward(
         DTYPE_CODES[pooled.dtype], ptr(pooled), ptr(codes), ptr(dy), ptr(dx), ptr(stats),
-        ptr(dweight), ptr(dbias), n, in_h, in_w, c, int(training), activation(act).code)
+        ptr(dweight), ptr(dbias), n, in_h, in_w, c, int(training), activation(act).code,
+        int(pooled_dx))
     return dx, dweight, dbias
 
 
 @pool_bn_act_bwd.register_fake
-def _(pooled, codes, dy, stats, in_h, in_w, training, act):
+def _(pooled, codes, dy, stats, in_h, in_w, training, act, pooled_dx=False):
     n, c = pooled.shape[:2]
     f = torch.float32
-    return pooled.new_empty((n, c, in_h, in_w)), pooled.new_empty(c, dtype=f), \
-        pooled.new_empty(c, dtype=f)
+    size = tuple(pooled.shape[2:]) if pooled_dx else (in_h, in_w)
+    return pooled.new_empty((n, c, *size)), pooled.new_empty(c, dtype=f), pooled.new_empty(c, dtype=f)
 
 
 def _setup(ctx, inputs, output) -> None:

@@ -11,6 +11,8 @@
 //                     g * xhat (z recomputed from p); write g (fp32)
 //             pass 2  read p, g (+ codes); write dx, scattered to the
 //                     full-size gradient with zeros elsewhere       [pool]
+//                     (or, asked for, the pool's own gradient, p-sized: the
+//                     before-pool conv's kernels read it with the codes)
 //
 // Statistics cannot join pass 2: normalising needs the finished sums. The
 // sums are deterministic whatever the thread count: a fixed number of row
@@ -360,9 +362,9 @@ struct Fused {
       a.dbias[c] = static_cast<float>(sg[c]);
     }
     const double t1 = omp_get_wtime();
-    if (a.pool)
+    if (a.pool && !a.pooled_dx)
       backward_apply<DT, true>(src, gbuf.data(), a.codes, a.dx, a.stats, coef.data(), g);
-    else
+    else  // no pool, or the pool's own gradient (one value a window: the rows of src)
       backward_apply<DT, false>(src, gbuf.data(), nullptr, a.dx, a.stats, coef.data(), g);
     g_pass_s[0] = t1 - t0;
     g_pass_s[1] = omp_get_wtime() - t1;

@@ -25,6 +25,10 @@ The default policy runs it there; a forced method (``DAWNBENCH_WGRAD``,
 The data gradient before each 2x2 max-pool is csrc/conv_group_dgrad.py's
 sparse kernel by default (``DAWNBENCH_DGRAD=aten`` or the recipe's
 ``conv_dgrad=aten``: oneDNN's dense one there too); oneDNN's elsewhere.
+The first conv and the fused pool + BN + act run as one autograd node
+(:class:`ConvPoolBnAct`), so that both before-pool kernels read the pool's
+own gradient and argmax codes, never a full-size dY (the same bits; -3.5%
+of the step on Zen 4, docs/PERFORMANCE.md).
 
 The default, never timed: ``dpbf16`` wherever it applies (bf16, output
 channels a multiple of 16, a CPU with AVX-512 BF16) unless oneDNN has AMX
@@ -67,8 +71,8 @@ import torch.nn.functional as F
 
 from dawnbench_fast.csrc import conv_group_dgrad as dgrad
 from dawnbench_fast.csrc import conv_group_wgrad as wgrad
-from dawnbench_fast.csrc.bn_act import bn_act
-from dawnbench_fast.csrc.bn_act_pool import pool_bn_act
+from dawnbench_fast.csrc.bn_act import bn_act, bn_module_args, update_running_stats
+from dawnbench_fast.csrc.bn_act_pool import FUSED_DTYPES, pool_bn_act, pool_bn_act_bwd, pool_bn_act_fwd
 from dawnbench_fast.dispatch import register
 from dawnbench_fast.hardware.machine import cpu_model, user_cache_dir
 from dawnbench_fast.layer_ops import bn_act as reference_bn_act
@@ -93,6 +97,9 @@ _BEFORE_POOL: dict[str, Callable] = {"dpbf16": wgrad.conv3x3_wgrad_pooled}
 _BEFORE_POOL_RAN: set[tuple] = set()  # (x shape, w shape, dtype) where it ran: run.json
 # False: the unfused max-pool and bn_act (benchmarks compare the two).
 FUSED_POOL = True
+# False: the first conv and the fused pool + BN + act as two autograd nodes,
+# the full-size dY between them (ConvPoolBnAct says why one; tests compare).
+POOL_HANDOFF = True
 
 
 def _wgrad_aten(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -274,13 +281,72 @@ class Conv3x3(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g: torch.Tensor):
         x, w = ctx.saved_tensors
-        g = g.contiguous(memory_format=torch.channels_last)
-        gx = gw = None
-        if ctx.needs_input_grad[0]:
-            gx = dgrad.input_grad(g, x, w, ctx.before_pool)
-        if ctx.needs_input_grad[1]:
-            gw = _wgrad_fn(x, g, w, ctx.before_pool)(x, g, w)
+        gx, gw = _conv_backward(x, w, g, ctx.before_pool, *ctx.needs_input_grad[:2])
         return gx, gw, None
+
+
+def _conv_backward(x: torch.Tensor, w: torch.Tensor, g: torch.Tensor, before_pool: bool,
+                   need_x: bool, need_w: bool) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """(dX, dW) of y = conv2d(x, w, padding=1) given dY = g, by the chosen methods."""
+    g = g.contiguous(memory_format=torch.channels_last)
+    gx = dgrad.input_grad(g, x, w, before_pool) if need_x else None
+    gw = _wgrad_fn(x, g, w, before_pool)(x, g, w) if need_w else None
+    return gx, gw
+
+
+class ConvPoolBnAct(torch.autograd.Function):
+    """The group's first conv, then the fused 2x2 max-pool + BN + activation,
+    as one autograd node, so that its backward can hand the pool's own
+    gradient and argmax codes to the before-pool kernels (the ``*_from_pool``
+    ops) instead of writing the full-size dY, three quarters zeros, and
+    reading it back in both kernels (about 1.1 GB a step at batch 1536). The
+    same bits as the two nodes it replaces; where those kernels do not run
+    (another weight-gradient policy, oneDNN's data gradient, fp32), the
+    backward writes the full-size dY and runs what Conv3x3 would."""
+
+    @staticmethod
+    def forward(ctx, x, w, weight, bias, running_mean, running_var, training, eps, momentum, act):
+        y = F.conv2d(x, w, padding=1)
+        out, pooled, codes, stats, new_rm, new_rv = pool_bn_act_fwd(
+            y, weight, bias, running_mean, running_var, training, eps, momentum, act)
+        ctx.save_for_backward(x, w, pooled, codes, stats)
+        ctx.in_hw, ctx.training, ctx.act = tuple(y.shape[2:]), training, act
+        ctx.bn_dtypes = (weight.dtype, bias.dtype)
+        ctx.mark_non_differentiable(new_rm, new_rv)
+        return out, new_rm, new_rv
+
+    @staticmethod
+    def backward(ctx, grad_out, _grad_rm, _grad_rv):
+        x, w, pooled, codes, stats = ctx.saved_tensors
+        need_x, need_w = ctx.needs_input_grad[:2]
+        from_pool = _from_pool_applies(x, w, need_x)
+        dy, dweight, dbias = pool_bn_act_bwd(pooled, codes, grad_out, stats, *ctx.in_hw, ctx.training,
+                                             ctx.act, pooled_dx=from_pool)
+        if from_pool:
+            key = (tuple(x.shape), tuple(w.shape), x.dtype)  # run.json lists them as the two nodes did
+            _BEFORE_POOL_RAN.add(key)
+            gx = gw = None
+            if need_x:
+                dgrad.RAN.add(key)
+                gx = dgrad.conv3x3_dgrad_from_pool(dy, codes, w, *ctx.in_hw)
+            if need_w:
+                gw = wgrad.conv3x3_wgrad_from_pool(x, dy, codes, w)
+        else:
+            gx, gw = _conv_backward(x, w, dy, True, need_x, need_w)
+        return (gx, gw, dweight.to(ctx.bn_dtypes[0]), dbias.to(ctx.bn_dtypes[1]), None, None, None,
+                None, None, None)
+
+
+def _from_pool_applies(x: torch.Tensor, w: torch.Tensor, need_x: bool) -> bool:
+    """Whether ConvPoolBnAct's backward runs the before-pool kernels from the
+    pool's own gradient: where Conv3x3 would run both (the default weight-
+    gradient policy choosing dpbf16, and, if dX is needed, the pooled data
+    gradient), on bf16."""
+    if FORCE is not None or wgrad_policy() != "default" or x.dtype != torch.bfloat16:
+        return False
+    if choose_wgrad(x, x, w) not in _BEFORE_POOL:  # g is read only by the (not default) auto policy
+        return False
+    return not need_x or (dgrad.dgrad_method() == "pooled" and dgrad.supported())
 
 
 def _wgrad_fn(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor, before_pool: bool) -> Callable:
@@ -302,6 +368,23 @@ def conv3x3(x: torch.Tensor, weight: torch.Tensor, before_pool: bool = False) ->
         return Conv3x3.apply(x, w, before_pool)
 
 
+def conv_pool_bn_act(x: torch.Tensor, weight: torch.Tensor, bn: torch.nn.BatchNorm2d,
+                     act: str) -> torch.Tensor:
+    """``pool_bn_act(conv3x3(x, weight, before_pool=True), bn, act)`` as one
+    node (ConvPoolBnAct), autocast-aware as :func:`conv3x3`; dtypes the fused
+    pool does not take (fp16) run the two ops."""
+    if torch.is_autocast_enabled("cpu"):
+        x = x.to(torch.get_autocast_dtype("cpu"))
+    if x.dtype not in FUSED_DTYPES or x.device.type != "cpu":
+        return pool_bn_act(conv3x3(x, weight, before_pool=True), bn, act)
+    w = weight.to(x.dtype)
+    args = bn_module_args(bn, act)
+    with torch.autocast("cpu", enabled=False):
+        out, new_rm, new_rv = ConvPoolBnAct.apply(x, w, *args)
+    update_running_stats(bn, args[4], new_rm, new_rv)
+    return out
+
+
 @register("conv_group", "cpu")
 def conv_group_cpu(group: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     """The reference group with the shape-tuned convolution and, where the
@@ -311,11 +394,12 @@ def conv_group_cpu(group: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     floor does not import."""
     act = getattr(group, "bn_act", reference_bn_act)
     pool_2x2 = isinstance(group.pool, torch.nn.MaxPool2d) and _is_2x2(group.pool)
-    y = conv3x3(x, group.conv1.weight, before_pool=pool_2x2)
-    if FUSED_POOL and act is bn_act and pool_2x2:
-        x = pool_bn_act(y, group.norm1, group.act)
+    if FUSED_POOL and act is bn_act and pool_2x2 and POOL_HANDOFF:
+        x = conv_pool_bn_act(x, group.conv1.weight, group.norm1, group.act)
+    elif FUSED_POOL and act is bn_act and pool_2x2:
+        x = pool_bn_act(conv3x3(x, group.conv1.weight, before_pool=True), group.norm1, group.act)
     else:
-        x = act(group.pool(y), group.norm1, group.act)
+        x = act(group.pool(conv3x3(x, group.conv1.weight, before_pool=pool_2x2)), group.norm1, group.act)
     x = conv3x3(x, group.conv2.weight)
     return act(x, group.norm2, group.act)
 

@@ -52,8 +52,37 @@ def conv3x3_dgrad_pooled_cost(shapes, dtypes, concrete=None):
     return flops, arg_bytes(g, dtypes[0]) + arg_bytes(w, dtypes[1]) + arg_bytes(dx, dtypes[0])
 
 
+def conv3x3_wgrad_from_pool_cost(shapes, dtypes, concrete=None):
+    """conv3x3_wgrad_pooled from the pool's own gradient (x, dp, codes, w): the
+    same products (2 x N H/2 W/2 Cin Cout 9); reads x, dp and the one-byte
+    codes, writes dW."""
+    x, dp, codes, w = shapes[0], shapes[1], shapes[2], shapes[3]
+    flops = 2 * arg_numel(dp) * (w[1] if len(w) > 1 else 0) * 9
+    return flops, (arg_bytes(x, dtypes[0]) + arg_bytes(dp, dtypes[1]) + arg_numel(codes)
+                   + arg_bytes(w, dtypes[3]))
+
+
+def conv3x3_dgrad_from_pool_cost(shapes, dtypes, concrete=None):
+    """conv3x3_dgrad_pooled from the pool's own gradient (dp, codes, w, in_h,
+    in_w): the same products (2 x N H/2 W/2 O 9 I); reads dp, the codes and w,
+    writes dX (N, I, in_h, in_w; 4x dp's pixels where the trace lacks them)."""
+    dp, codes, w = shapes[0], shapes[1], shapes[2]
+    if len(dp) != 4 or len(w) != 4:
+        return 0, 0
+    try:
+        in_hw = int(concrete[3]) * int(concrete[4])
+    except (TypeError, ValueError, IndexError):
+        in_hw = 4 * dp[2] * dp[3]
+    flops = 2 * arg_numel(dp) * 9 * w[1]
+    dx = dp[0] * w[1] * in_hw
+    return flops, (arg_bytes(dp, dtypes[0]) + arg_numel(codes) + arg_bytes(w, dtypes[2])
+                   + dx * arg_bytes([1], dtypes[0]))
+
+
 COSTS = {
     "dawnbench::csrc_conv3x3_wgrad": (conv3x3_wgrad_cost, True),
     "dawnbench::csrc_conv3x3_wgrad_pooled": (conv3x3_wgrad_pooled_cost, True),
     "dawnbench::csrc_conv3x3_dgrad_pooled": (conv3x3_dgrad_pooled_cost, True),
+    "dawnbench::csrc_conv3x3_wgrad_from_pool": (conv3x3_wgrad_from_pool_cost, True),
+    "dawnbench::csrc_conv3x3_dgrad_from_pool": (conv3x3_dgrad_from_pool_cost, True),
 }

@@ -100,7 +100,7 @@ def conv3x3_dgrad_pooled(g: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     g = g.contiguous(memory_format=torch.channels_last)
     wc = w.contiguous()
     dx = new_output((n, cin, h, wd), torch.bfloat16, g.device, True)
-    rc = native.load().conv3x3_dgrad_pooled(g.data_ptr(), wc.data_ptr(), dx.data_ptr(), n, h, wd,
+    rc = native.load().conv3x3_dgrad_pooled(g.data_ptr(), 0, wc.data_ptr(), dx.data_ptr(), n, h, wd,
                                             cin, w.shape[0])
     if rc == 2:  # not a max-pool's gradient
         return dgrad_aten(g, _nhwc_like(g, cin), w).contiguous(memory_format=torch.channels_last)
@@ -114,12 +114,45 @@ def _(g, w):
     return _nhwc_like(g, w.shape[1])
 
 
-def _nhwc_like(g: torch.Tensor, channels: int) -> torch.Tensor:
-    """An uninitialised (N, channels, H, W) channels_last tensor beside g: dX's
-    shape, strides and dtype (the dense fallback reads only those of x)."""
-    n, _, h, wd = g.shape
-    return torch.empty((n, channels, h, wd), dtype=g.dtype, device=g.device,
-                       memory_format=torch.channels_last)
+@torch.library.custom_op("dawnbench::csrc_conv3x3_dgrad_from_pool", mutates_args=())
+def conv3x3_dgrad_from_pool(dp: torch.Tensor, codes: torch.Tensor, w: torch.Tensor, in_h: int,
+                            in_w: int) -> torch.Tensor:
+    """conv3x3_dgrad_pooled from the pool's own gradient: dp (N, O, in_h/2,
+    in_w/2) and codes (the same shape, uint8: each window's argmax 0..3, from
+    csrc_pool_bn_act_fwd) instead of the full-size dY; dX (N, I, in_h, in_w).
+    The same sums in the same order, so the same bits, without writing or
+    reading the full-size dY (csrc/conv_group.py's ConvPoolBnAct)."""
+    n, o = dp.shape[:2]
+    shape = (n, o, in_h // 2, in_w // 2)
+    if tuple(dp.shape) != shape or tuple(codes.shape) != shape or codes.dtype != torch.uint8:
+        raise ValueError(f"conv3x3_dgrad_from_pool: dp {list(dp.shape)} and codes {list(codes.shape)} "
+                         f"{codes.dtype} must be uint8 codes and a gradient of shape {list(shape)}")
+    if not applies(_nhwc_like(dp, o, in_h, in_w), w):
+        raise ValueError(f"conv3x3_dgrad_from_pool takes bf16 CPU dp and w (O, I, 3, 3) with a map of "
+                         f"2x2 or more, not dp {dp.dtype} {list(dp.shape)}, w {w.dtype} {list(w.shape)}")
+    dp, codes = (t.contiguous(memory_format=torch.channels_last) for t in (dp, codes))
+    wc = w.contiguous()  # held: the kernel reads it through a pointer
+    cin = w.shape[1]
+    dx = new_output((n, cin, in_h, in_w), torch.bfloat16, dp.device, True)
+    rc = native.load().conv3x3_dgrad_pooled(dp.data_ptr(), codes.data_ptr(), wc.data_ptr(),
+                                            dx.data_ptr(), n, in_h, in_w, cin, o)
+    if rc != 0:
+        raise RuntimeError("conv3x3_dgrad_from_pool refused its arguments (see cpu_kernels.h)")
+    return dx
+
+
+@conv3x3_dgrad_from_pool.register_fake
+def _(dp, codes, w, in_h, in_w):
+    return _nhwc_like(dp, w.shape[1], in_h, in_w)
+
+
+def _nhwc_like(g: torch.Tensor, channels: int, h: int | None = None, wd: int | None = None) -> torch.Tensor:
+    """An uninitialised (N, channels, H, W) channels_last tensor beside g (H, W:
+    g's unless given): dX's shape, strides and dtype (the dense fallback reads
+    only those of x)."""
+    n, _, gh, gw = g.shape
+    return torch.empty((n, channels, gh if h is None else h, gw if wd is None else wd), dtype=g.dtype,
+                       device=g.device, memory_format=torch.channels_last)
 
 
 # The roofline's FLOP/byte formulas of these ops (csrc/conv_group_costs.py), also for FlopCounterMode.

@@ -80,20 +80,26 @@ inline vec::vf madd(vec::vf a, vec::vf b, vec::vf c) {
 #endif
 }
 
-// Image img (H, W, O) of dY: for each window q and chunk c, the nonzeros
-// grouped by code (0..3: top-left, top-right, bottom-left, bottom-right),
-// channels ascending within a code, at e + (q * chunks + c) * kChunk; cnt +
-// (q * chunks + c) * 4 their number per code. False where dY is not a 2x2
-// max-pool's gradient (a window with two nonzeros in a channel, or a nonzero
-// on an odd map's last row or column).
-bool compact(const uint16_t* img, int H, int W, int O, Entry* e, uint8_t* cnt) {
+// Image img (H, W, O) of dY, or with codes (Hp, Wp, O) the pooled gradient
+// and its argmax codes (conv_group_pooled_cpu.h): for each window q and chunk
+// c, the nonzeros grouped by code (0..3: top-left, top-right, bottom-left,
+// bottom-right), channels ascending within a code, at e + (q * chunks + c) *
+// kChunk; cnt + (q * chunks + c) * 4 their number per code. False where dY
+// is not a 2x2 max-pool's gradient (a window with two nonzeros in a
+// channel, or a nonzero on an odd map's last row or column).
+bool compact(const uint16_t* img, const uint8_t* codes, int H, int W, int O, Entry* e,
+             uint8_t* cnt) {
   const int Hp = H / 2, Wp = W / 2, chunks = (O + kChunk - 1) / kChunk;
   const long long row = (long long)W * O;
   bool bad = false;
   for (int hp = 0; hp < Hp; hp++)
     for (int wp = 0; wp < Wp; wp++) {
-      const uint16_t* p00 = img + ((long long)(2 * hp) * W + 2 * wp) * O;
+      const long long pooled_at = ((long long)hp * Wp + wp) * O;
+      const uint16_t* p00 = img + (codes ? pooled_at : ((long long)(2 * hp) * W + 2 * wp) * O);
+      // where each place's values are: with codes, the one pooled value serves
+      // every place (a place's bit is set only where the code names it)
       const uint16_t* at[4] = {p00, p00 + O, p00 + row, p00 + row + O};
+      if (codes) at[1] = at[2] = at[3] = p00;
       for (int c = 0; c < chunks; c++) {
         const int o0 = c * kChunk, k = std::min(kChunk, O - o0);
         const long long s = ((long long)hp * Wp + wp) * chunks + c;
@@ -101,14 +107,18 @@ bool compact(const uint16_t* img, int H, int W, int O, Entry* e, uint8_t* cnt) {
         uint8_t* ct = cnt + s * 4;
         uint32_t z[4];
 #if DBF_VEC
+        const __mmask32 m = k == 32 ? ~0u : (1u << k) - 1;
         const pooled::Window win =
-            pooled::window_at(p00 + o0, O, row, k == 32 ? ~0u : (1u << k) - 1);
+            codes ? pooled::window_from_pooled(p00 + o0, codes + pooled_at + o0, m)
+                  : pooled::window_at(p00 + o0, O, row, m);
         for (int q = 0; q < 4; q++) z[q] = win.z[q];
         bad |= win.bad != 0;
 #else
         for (int q = 0; q < 4; q++) {
           z[q] = 0;
-          for (int o = 0; o < k; o++) z[q] |= (at[q][o0 + o] & 0x7fff) ? 1u << o : 0u;
+          for (int o = 0; o < k; o++)
+            if ((at[q][o0 + o] & 0x7fff) && (!codes || codes[pooled_at + o0 + o] == q))
+              z[q] |= 1u << o;
         }
         bad |= ((z[0] & (z[1] | z[2] | z[3])) | (z[1] & (z[2] | z[3])) | (z[2] & z[3])) != 0;
 #endif
@@ -123,6 +133,7 @@ bool compact(const uint16_t* img, int H, int W, int O, Entry* e, uint8_t* cnt) {
         }
       }
     }
+  if (codes) return true;  // nothing outside the windows: the pooled gradient has no such place
 #if DBF_VEC
   return !pooled::nonzero_outside_windows(img, H, W, O, 0, O);
 #else
@@ -204,8 +215,8 @@ void store_block(const float* buf, uint16_t* dx, int H, int W, int I, int i0) {
 
 }  // namespace
 
-int conv3x3_dgrad_pooled(const uint16_t* dy, const uint16_t* w, uint16_t* dx, int N, int H, int W,
-                         int I, int O) {
+int conv3x3_dgrad_pooled(const uint16_t* dy, const uint8_t* codes, const uint16_t* w, uint16_t* dx,
+                         int N, int H, int W, int I, int O) {
   if (N < 1 || H < 2 || W < 2 || I < 1 || O < 1) return 1;
   const int Hp = H / 2, Wp = W / 2, chunks = (O + kChunk - 1) / kChunk;
   const int blocks = (I + kLanes - 1) / kLanes;
@@ -227,8 +238,9 @@ int conv3x3_dgrad_pooled(const uint16_t* dy, const uint16_t* w, uint16_t* dx, in
       const int n0 = gi * group, ng = std::min(group, N - n0);
       for (int g = 0; g < ng; g++)
         if (!sparse.load(std::memory_order_relaxed) ||
-            !compact(dy + (long long)(n0 + g) * H * W * O, H, W, O, e.data() + g * slots * kChunk,
-                     cnt.data() + g * slots * 4))
+            !compact(dy + (long long)(n0 + g) * (codes ? Hp * Wp : H * W) * O,
+                     codes ? codes + (long long)(n0 + g) * Hp * Wp * O : nullptr, H, W, O,
+                     e.data() + g * slots * kChunk, cnt.data() + g * slots * 4))
           sparse = false;
       if (!sparse.load(std::memory_order_relaxed)) continue;
       for (int ib = 0; ib < blocks; ib++) {

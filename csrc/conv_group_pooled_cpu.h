@@ -1,9 +1,12 @@
 // What the two before-pool gradients of the cpu conv group share (the weight
 // gradient, conv_group_wgrad_pooled_cpu.cpp, and the data gradient,
 // conv_group_dgrad_pooled_cpu.cpp): 64-byte aligned scratch, and reading a
-// 2x2 max-pool's gradient dY (N, H, W, O) bf16 NHWC one window at a time,
-// which tells the window's one nonzero per channel from a dY that is not a
-// pool's gradient (two nonzeros in a window, or one outside every window).
+// 2x2 max-pool's gradient one window at a time, either from the full-size dY
+// (N, H, W, O) bf16 NHWC, which tells the window's one nonzero per channel
+// from a dY that is not a pool's gradient (two nonzeros in a window, or one
+// outside every window), or from the pooled gradient and the argmax codes
+// (N, H/2, W/2, O) that the fused pool + BN + activation backward hands over
+// without writing the full-size dY at all.
 #pragma once
 
 #include <algorithm>
@@ -55,6 +58,24 @@ inline Window window_at(const uint16_t* p00, long long O, long long row, __mmask
   w.d[3] = _mm512_maskz_loadu_epi16(m, p00 + row + O);
   for (int k = 0; k < 4; k++) w.z[k] = nonzero(w.d[k]);
   w.bad = (w.z[0] & (w.z[1] | w.z[2] | w.z[3])) | (w.z[1] & (w.z[2] | w.z[3])) | (w.z[2] & w.z[3]);
+  return w;
+}
+
+// The same window read from the pool's own gradient instead of the full-size
+// dY: dp (the pooled gradient, one value per window and channel) and codes
+// (the forward's argmax 0..3 of each window, bn_act_pool_cpu.cpp), both at
+// the window's pooled position. d[q] is dp where the code is q and +0
+// elsewhere, which is what the full-size dY holds there (the pool's backward
+// writes zeros off the argmax), so everything read from it is the same bits.
+inline Window window_from_pooled(const uint16_t* dp, const uint8_t* codes, __mmask32 m) {
+  Window w;
+  const __m512i d = _mm512_maskz_loadu_epi16(m, dp);
+  const __m256i c = _mm256_maskz_loadu_epi8(m, codes);
+  for (int k = 0; k < 4; k++) {
+    w.d[k] = _mm512_maskz_mov_epi16(_mm256_cmpeq_epi8_mask(c, _mm256_set1_epi8((char)k)), d);
+    w.z[k] = nonzero(w.d[k]);
+  }
+  w.bad = 0;
   return w;
 }
 

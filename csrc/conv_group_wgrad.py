@@ -113,7 +113,7 @@ def conv3x3_wgrad_pooled(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> t
     n, cin, h, wd = x.shape
     cout = w.shape[0]
     dw = new_output((cout, 3, 3, cin), torch.float32, x.device)
-    rc = native.load().conv3x3_wgrad_pooled(x.data_ptr(), g.data_ptr(), dw.data_ptr(), n, h, wd,
+    rc = native.load().conv3x3_wgrad_pooled(x.data_ptr(), g.data_ptr(), 0, dw.data_ptr(), n, h, wd,
                                             cin, cout)
     if rc == 2:  # not a max-pool's gradient
         return conv3x3_wgrad(x, g, w)
@@ -124,6 +124,38 @@ def conv3x3_wgrad_pooled(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> t
 
 @conv3x3_wgrad_pooled.register_fake
 def _(x, g, w):
+    return torch.empty_like(w, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("dawnbench::csrc_conv3x3_wgrad_from_pool", mutates_args=())
+def conv3x3_wgrad_from_pool(x: torch.Tensor, dp: torch.Tensor, codes: torch.Tensor,
+                            w: torch.Tensor) -> torch.Tensor:
+    """conv3x3_wgrad_pooled from the pool's own gradient: dp (N, O, H/2, W/2)
+    and codes (the same shape, uint8: each window's argmax 0..3, from
+    csrc_pool_bn_act_fwd) instead of the full-size dY that scatters dp to the
+    codes' places. The same sums in the same order, so the same bits; the
+    full-size dY is never written or read (csrc/conv_group.py's ConvPoolBnAct)."""
+    n, cin, h, wd = x.shape
+    shape = (n, w.shape[0], h // 2, wd // 2)
+    if tuple(dp.shape) != shape or tuple(codes.shape) != shape or codes.dtype != torch.uint8:
+        raise ValueError(f"conv3x3_wgrad_from_pool: dp {list(dp.shape)} and codes {list(codes.shape)} "
+                         f"{codes.dtype} must be uint8 codes and a gradient of shape {list(shape)}")
+    if not applies(x, w) or dp.dtype != x.dtype:
+        raise ValueError(f"conv3x3_wgrad_from_pool takes bf16 CPU x, dp and w with output channels a "
+                         f"multiple of 16 on a CPU with AVX-512 BF16, not x {x.dtype}, dp {dp.dtype}, "
+                         f"w {w.dtype} {list(w.shape)}")
+    x = x.contiguous(memory_format=torch.channels_last)
+    dp, codes = (t.contiguous(memory_format=torch.channels_last) for t in (dp, codes))
+    dw = new_output((w.shape[0], 3, 3, cin), torch.float32, x.device)
+    rc = native.load().conv3x3_wgrad_pooled(x.data_ptr(), dp.data_ptr(), codes.data_ptr(),
+                                            dw.data_ptr(), n, h, wd, cin, w.shape[0])
+    if rc != 0:
+        raise RuntimeError("conv3x3_wgrad_from_pool refused its arguments (see cpu_kernels.h)")
+    return dw.permute(0, 3, 1, 2).to(w.dtype, memory_format=torch.contiguous_format)
+
+
+@conv3x3_wgrad_from_pool.register_fake
+def _(x, dp, codes, w):
     return torch.empty_like(w, memory_format=torch.contiguous_format)
 
 

@@ -80,10 +80,12 @@ using pooled::Scratch;
 
 // For images [n0, n0 + nc), channels [oa, ob): v (tile, item, kOT) fp32 = the
 // window's nonzero of dY (or a zero), off = the element offset in xf's plane
-// of the 3x3 neighbourhood's top-left corner around it. Returns false where a window
-// holds two nonzeros in one channel or a pixel outside every window is nonzero.
-bool compact(const uint16_t* dy, float* v, int32_t* off, int n0, int nc, int H, int W, int O, int oa,
-             int ob) {
+// of the 3x3 neighbourhood's top-left corner around it. dy is the full-size
+// gradient, or with codes the pooled one (conv_group_pooled_cpu.h). Returns
+// false where a window holds two nonzeros in one channel or a pixel outside
+// every window is nonzero.
+bool compact(const uint16_t* dy, const uint8_t* codes, float* v, int32_t* off, int n0, int nc,
+             int H, int W, int O, int oa, int ob) {
   const int Hp = H / 2, Wp = W / 2;
   const long long items = (long long)nc * Hp * Wp;
   const __m512i step = _mm512_mullo_epi64(_mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0),
@@ -91,16 +93,19 @@ bool compact(const uint16_t* dy, float* v, int32_t* off, int n0, int nc, int H, 
   const int32_t row = (W + 2) * 16;
   __mmask32 bad = 0;
   for (int n = 0; n < nc; n++) {
-    const uint16_t* img = dy + (long long)(n0 + n) * H * W * O;
+    const uint16_t* img = dy + (long long)(n0 + n) * (codes ? Hp * Wp : H * W) * O;
     for (int hp = 0; hp < Hp; hp++)
       for (int wp = 0; wp < Wp; wp++) {
         const long long q = ((long long)n * Hp + hp) * Wp + wp;
-        const uint16_t* p00 = img + ((long long)(2 * hp) * W + 2 * wp) * O;
+        const long long at_pooled = (((long long)(n0 + n) * Hp + hp) * Wp + wp) * O;
+        const uint16_t* p00 = img + (codes ? 0 : ((long long)(2 * hp) * W + 2 * wp) * O);
         const int32_t base = (int32_t)((((long long)n * (H + 2) + 2 * hp) * (W + 2) + 2 * wp) * 16);
         for (int c = oa; c < ob; c += 32) {
           const int k = std::min(32, ob - c);
           const __mmask32 m = k == 32 ? ~0u : (1u << k) - 1;
-          const pooled::Window win = pooled::window_at(p00 + c, O, (long long)W * O, m);
+          const pooled::Window win =
+              codes ? pooled::window_from_pooled(dy + at_pooled + c, codes + at_pooled + c, m)
+                    : pooled::window_at(p00 + c, O, (long long)W * O, m);
           const __mmask32 z1 = win.z[1], z2 = win.z[2], z3 = win.z[3];
           bad |= win.bad;
           __m512i s = _mm512_mask_mov_epi16(win.d[0], z1, win.d[1]);
@@ -128,7 +133,7 @@ bool compact(const uint16_t* dy, float* v, int32_t* off, int n0, int nc, int H, 
         }
       }
     // The last row and column of an odd map belong to no window: zero gradient.
-    if (pooled::nonzero_outside_windows(img, H, W, O, oa, ob)) bad = 1;
+    if (!codes && pooled::nonzero_outside_windows(img, H, W, O, oa, ob)) bad = 1;
   }
   return bad == 0;
 }
@@ -183,8 +188,8 @@ void tile(const float* xf, const float* v, const int32_t* off, float* dw, int it
 
 }  // namespace
 
-int conv3x3_wgrad_pooled(const uint16_t* x, const uint16_t* dy, float* dw, int N, int H, int W,
-                         int I, int O) {
+int conv3x3_wgrad_pooled(const uint16_t* x, const uint16_t* dy, const uint8_t* codes, float* dw,
+                         int N, int H, int W, int I, int O) {
   if (O % 16 != 0 || N < 1 || H < 2 || W < 2 || I < 1) return 1;
   const int Hp = H / 2, Wp = W / 2, tiles = O / kOT;
   std::atomic<bool> sparse{true};
@@ -203,7 +208,7 @@ int conv3x3_wgrad_pooled(const uint16_t* x, const uint16_t* dy, float* dw, int N
     for (int n0 = 0; n0 < N && L > 0; n0 += chunk) {
       const int nc = std::min(chunk, N - n0);
       pad_to_fp32(x, xf.p, n0, nc, H, W, I);
-      if (!compact(dy, v.data(), off.data(), n0, nc, H, W, O, oa, ob)) sparse = false;
+      if (!compact(dy, codes, v.data(), off.data(), n0, nc, H, W, O, oa, ob)) sparse = false;
       const long long plane = (long long)nc * (H + 2) * (W + 2) * 16;
       const int items = nc * Hp * Wp;
       for (int i0 = 0; i0 < I; i0 += 16)
@@ -225,7 +230,8 @@ int conv3x3_wgrad_pooled(const uint16_t* x, const uint16_t* dy, float* dw, int N
 
 #else  // a copy built without AVX-512: the dense kernel's own fallback applies
 
-int conv3x3_wgrad_pooled(const uint16_t*, const uint16_t*, float*, int, int, int, int, int) {
+int conv3x3_wgrad_pooled(const uint16_t*, const uint16_t*, const uint8_t*, float*, int, int, int,
+                         int, int) {
   return 1;
 }
 

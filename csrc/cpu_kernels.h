@@ -40,7 +40,9 @@ void bn_act_backward(int dtype, const void* x, const void* dy, void* dx, const f
 // with the 2x2 max-pool before it (bn_act_pool_cpu.cpp). Forward: x is
 // (N, H, W, C); with pool, pooled and codes (N, H/2, W/2, C) are written
 // (codes: argmax 0..3 of each window, row-major) and y is pooled-sized.
-// Backward: dy is y-sized; dx is x-sized (zeros where no window's max was).
+// Backward: dy is y-sized; dx is x-sized (zeros where no window's max was),
+// or with pooled_dx the pool's own gradient (y-sized: the value each window's
+// max gets; the codes say where it goes).
 // Forward also fills stats (4*C) and updates running stats as bn_act_forward.
 void bn_act_nhwc(const NhwcArgs& args, bool forward);
 // bn_act_forward/backward route NHWC fp32/bf16 through bn_act_nhwc while this
@@ -81,22 +83,27 @@ int conv3x3_wgrad_bf16(const uint16_t* x, const uint16_t* dy, float* dw, uint32_
 // The same weight gradient where the conv's output feeds a 2x2 / stride-2
 // max-pool, so dy holds at most one nonzero per pool window and channel
 // (conv_group_wgrad_pooled_cpu.cpp): only those are summed, in fp32. dw (O, 3, 3, I)
-// fp32. Returns 0; 1 where this copy has no AVX-512 or O is not a multiple of
-// 16 or the map is under 2x2; 2 where dy is not such a gradient (a window
-// with two nonzeros in a channel, or a nonzero outside every window): dw is
-// then undefined and the caller runs the dense kernel.
-int conv3x3_wgrad_pooled(const uint16_t* x, const uint16_t* dy, float* dw, int N, int H, int W,
-                         int I, int O);
+// fp32. codes null: dy is the full-size gradient (N, H, W, O); else dy is the
+// pool's own gradient (N, H/2, W/2, O) and codes (same shape, uint8) the
+// forward's argmax 0..3 of each window (pool_bn_act's, bn_act_pool_cpu.cpp),
+// the same bits without the full-size tensor. Returns 0; 1 where this copy
+// has no AVX-512 or O is not a multiple of 16 or the map is under 2x2; 2
+// where a full-size dy is not such a gradient (a window with two nonzeros
+// in a channel, or a nonzero outside every window): dw is then undefined and
+// the caller runs the dense kernel.
+int conv3x3_wgrad_pooled(const uint16_t* x, const uint16_t* dy, const uint8_t* codes, float* dw,
+                         int N, int H, int W, int I, int O);
 
 // The data gradient of the same conv before a 2x2 / stride-2 max-pool
 // (conv_group_dgrad_pooled_cpu.cpp): each nonzero of dy (N, H, W, O) bf16 NHWC
 // times its weight rows of w (O, I, 3, 3) bf16, summed in fp32 and rounded
 // once into dx (N, H, W, I) bf16 NHWC. Both copies (the baseline one a lane at a time,
-// same bits). Returns 0; 1 where N, I or O is under 1 or the map under 2x2;
-// 2 where dy is not a max-pool's gradient (as above): dx is then undefined
-// and the caller runs the dense data gradient.
-int conv3x3_dgrad_pooled(const uint16_t* dy, const uint16_t* w, uint16_t* dx, int N, int H, int W,
-                         int I, int O);
+// same bits). dy and codes as for the weight gradient above. Returns 0; 1
+// where N, I or O is under 1 or the map under 2x2; 2 where a full-size dy
+// is not a max-pool's gradient (as above): dx is then undefined and the
+// caller runs the dense data gradient.
+int conv3x3_dgrad_pooled(const uint16_t* dy, const uint8_t* codes, const uint16_t* w, uint16_t* dx,
+                         int N, int H, int W, int I, int O);
 
 // fp32 <-> bf16/fp16 with the shared conversions of float16_bits.cuh (tests
 // compare them with torch's rounding).
@@ -110,6 +117,7 @@ namespace dbf {
 
 struct NhwcArgs {
   int dtype, act, N, H, W, C, pool, training;
+  int pooled_dx;          // backward with pool: dx y-sized, not scattered (see bn_act_nhwc)
   const void* x;          // forward input; backward: the BN input when !pool
   void* pooled;           // pool: written by forward, read by backward
   unsigned char* codes;   // pool: idem

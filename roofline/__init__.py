@@ -14,7 +14,8 @@ GPU table or this CPU's microbenchmark. See docs/ROOFLINE.md.
 
 from __future__ import annotations
 
-from dawnbench_fast.roofline.live import Capture, capture, profile_training
+from dawnbench_fast.roofline.capture import Capture
+from dawnbench_fast.roofline.live import capture, profile_training
 from dawnbench_fast.roofline.registry import count, register_cost
 from dawnbench_fast.roofline.report import Report, build_report
 

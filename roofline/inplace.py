@@ -28,8 +28,8 @@ import time
 
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from dawnbench_fast.roofline.capture import Capture
 from dawnbench_fast.roofline.flop_formulas import trace_style_args
-from dawnbench_fast.roofline.live import Capture
 
 TIMER_KEY = "dawnbench_timer"  # the trace's top-level key naming how its op times were taken
 TIMER = "inplace"
@@ -57,7 +57,7 @@ class _OpTimer(TorchDispatchMode):
 
 
 class InplaceCapture(Capture):
-    """:class:`~dawnbench_fast.roofline.live.Capture` with op times taken in
+    """:class:`~dawnbench_fast.roofline.capture.Capture` with op times taken in
     place (module docstring); ``report()`` and ``trace_path`` as there."""
 
     def __enter__(self) -> InplaceCapture:

@@ -28,6 +28,20 @@ def triton_device() -> torch.device:
 
 
 @pytest.fixture(autouse=True)
+def fresh_run_json_registries(monkeypatch) -> None:
+    """The sets where the cpu conv group notes which before-pool kernels ran
+    (run.json's conv_wgrad_methods) start empty in every test: they are
+    process-wide, and a test that reads chosen_methods must not see the
+    shapes of the groups other tests ran."""
+    try:
+        from dawnbench_fast.csrc import conv_group, conv_group_dgrad
+    except ImportError:  # an install without the csrc package: nothing to isolate
+        return
+    monkeypatch.setattr(conv_group, "_BEFORE_POOL_RAN", set())
+    monkeypatch.setattr(conv_group_dgrad, "RAN", set())
+
+
+@pytest.fixture(autouse=True)
 def full_fp32_on_cuda() -> Iterator[None]:
     """fp32 in full fp32 on a GPU, for every op test: cuDNN's convolutions take
     TF32 by default, and the Triton kernels follow the same flags

@@ -109,17 +109,24 @@ CALLS = {
     "dawnbench::csrc_conv3x3_dgrad_pooled": lambda: D.csrc_conv3x3_dgrad_pooled(
         F.max_unpool2d(*F.max_pool2d(_r(3, 16, 4, 6), 2, return_indices=True), 2,
                        output_size=(4, 6)).bfloat16(), _r(16, 5, 3, 3, dtype=torch.bfloat16)),
+    "dawnbench::csrc_conv3x3_wgrad_from_pool": lambda: _wgrad_call(from_pool=True),
+    "dawnbench::csrc_conv3x3_dgrad_from_pool": lambda: D.csrc_conv3x3_dgrad_from_pool(
+        _r(3, 16, 2, 3, dtype=torch.bfloat16), torch.randint(0, 4, (3, 16, 2, 3), dtype=torch.uint8),
+        _r(16, 5, 3, 3, dtype=torch.bfloat16), 5, 7),
 }
 
 
-def _wgrad_call(pooled: bool = False):
+def _wgrad_call(pooled: bool = False, from_pool: bool = False):
     from dawnbench_fast.csrc import conv_group_wgrad
 
     if not conv_group_wgrad.supported():
         pytest.skip("the dpbf16 weight gradient needs AVX-512 BF16 and the C++ build")
+    x, w = _r(3, 5, 4, 6, dtype=torch.bfloat16), _r(16, 5, 3, 3, dtype=torch.bfloat16)
+    if from_pool:
+        codes = torch.randint(0, 4, (3, 16, 2, 3), dtype=torch.uint8)
+        return D.csrc_conv3x3_wgrad_from_pool(x, _r(3, 16, 2, 3, dtype=torch.bfloat16), codes, w)
     op = D.csrc_conv3x3_wgrad_pooled if pooled else D.csrc_conv3x3_wgrad
-    return op(_r(3, 5, 4, 6, dtype=torch.bfloat16), _r(3, 16, 4, 6, dtype=torch.bfloat16),
-              _r(16, 5, 3, 3, dtype=torch.bfloat16))
+    return op(x, _r(3, 16, 4, 6, dtype=torch.bfloat16), w)
 
 
 def _flop_counts(fn) -> dict[str, int]:
