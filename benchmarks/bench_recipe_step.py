@@ -9,7 +9,9 @@ An arm is ``RECIPE[:field=value,...]`` (the ``--set`` fields on top of the
 named recipe; ``wgrad=METHOD`` forces the conv weight-gradient method of
 csrc/conv_group.py, e.g. ``hiverge:wgrad=aten`` against ``hiverge``'s
 default; ``dgrad=aten`` the before-pool data gradient's (default ``pooled``),
-csrc/conv_group_dgrad.py); ``BENCH_ARMS`` lists them, whitespace-separated (default
+csrc/conv_group_dgrad.py; ``handoff=off`` the first conv and the fused pool
+as two autograd nodes with the full-size dY between them,
+csrc/conv_group.py's POOL_HANDOFF); ``BENCH_ARMS`` lists them, whitespace-separated (default
 ``dawnbench_fast hiverge``). Each arm gets its own trainer at its recipe's
 batch size and two warm-up steps, then ``BENCH_ROUNDS`` timed steps (default
 5) on the same batch; each arm's rounds run back to back (the script before
@@ -47,17 +49,20 @@ ROUNDS = env_int("BENCH_ROUNDS", 5)
 FULL_TRAIN = 50_000
 
 
-def arm_config(arm: str) -> tuple[Config, str | None, str | None]:
+KNOBS = ("wgrad", "dgrad", "handoff")  # an arm's settings that are no recipe field
+
+
+def arm_config(arm: str) -> tuple[Config, str | None, str | None, str | None]:
     """``RECIPE[:field=value,...]`` as a config (kernels: cpu), the forced
-    weight-gradient method (``wgrad=``, else None) and the before-pool data
+    weight-gradient method (``wgrad=``, else None), the before-pool data
     gradient's method (``dgrad=aten|pooled``, csrc/conv_group_dgrad.py, else
-    None: its default). A value may hold commas (``widths=48,256,256``): a
-    new field starts only at ``,name=``."""
+    None: its default) and ``handoff=on|off`` (else None: on). A value may
+    hold commas (``widths=48,256,256``): a new field starts only at ``,name=``."""
     name, _, sets = arm.partition(":")
     cfg = dataclasses.replace(Config(), **RECIPES[name], kernels="cpu")
     fields = [s for s in re.split(r",(?=\w+=)", sets) if s]
-    forced = {k: [f.partition("=")[2] for f in fields if f.startswith(f"{k}=")] for k in ("wgrad", "dgrad")}
-    cfg = apply_overrides(cfg, [f for f in fields if not f.startswith(("wgrad=", "dgrad="))])
+    forced = {k: [f.partition("=")[2] for f in fields if f.startswith(f"{k}=")] for k in KNOBS}
+    cfg = apply_overrides(cfg, [f for f in fields if not f.startswith(tuple(f"{k}=" for k in KNOBS))])
     return cfg, *(v[-1] if v else None for v in forced.values())
 
 
@@ -65,8 +70,9 @@ def arm_config(arm: str) -> tuple[Config, str | None, str | None]:
 def test_recipe_step(benchmark, cifar10, arm, monkeypatch):
     if (reason := dispatch.unavailable_reason("cpu", torch.device("cpu"))) is not None:
         pytest.skip(f"--kernels cpu unavailable here: {reason}")
-    cfg, wgrad, dgrad = arm_config(arm)
+    cfg, wgrad, dgrad, handoff = arm_config(arm)
     monkeypatch.setattr(conv_group, "FORCE", wgrad)
+    monkeypatch.setattr(conv_group, "POOL_HANDOFF", handoff != "off")
     conv_group_dgrad.set_dgrad_method(dgrad)  # None: the default (or DAWNBENCH_DGRAD)
     cfg, _ = with_resolved_precision(dataclasses.replace(cfg, subset=cfg.batch_size * 3), torch.device("cpu"))
     t = CifarTask(cfg, prepare_data(cifar10, cfg, torch.device("cpu")), torch.device("cpu"), "cpu")
