@@ -18,7 +18,7 @@ new (csrc/bn_act_pool_cpu.cpp, bn_act_pool.py), under pytest-benchmark:
 
 "old" = ``conv_group.FUSED_POOL = False``; in the ops rows also the
 extension's NHWC bn_act loops off against on (``set_nhwc_kernels_enabled``;
-the group and step rows leave them at the default, off, as the cpu backend
+the group and step rows leave them at the default, on, as the cpu backend
 runs); everything else identical. ``BENCH_BATCH`` (default 2000),
 ``BENCH_ROUNDS`` timed rounds (default 5) after one warm-up; old and new
 each run their rounds back to back (the script before alternated them
