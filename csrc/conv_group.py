@@ -394,9 +394,10 @@ def conv_group_cpu(group: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     floor does not import."""
     act = getattr(group, "bn_act", reference_bn_act)
     pool_2x2 = isinstance(group.pool, torch.nn.MaxPool2d) and _is_2x2(group.pool)
-    if FUSED_POOL and act is bn_act and pool_2x2 and POOL_HANDOFF:
+    fused = FUSED_POOL and act is bn_act and pool_2x2
+    if fused and POOL_HANDOFF:
         x = conv_pool_bn_act(x, group.conv1.weight, group.norm1, group.act)
-    elif FUSED_POOL and act is bn_act and pool_2x2:
+    elif fused:
         x = pool_bn_act(conv3x3(x, group.conv1.weight, before_pool=True), group.norm1, group.act)
     else:
         x = act(group.pool(conv3x3(x, group.conv1.weight, before_pool=pool_2x2)), group.norm1, group.act)

@@ -30,13 +30,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from dawnbench_fast.roofline.capture import Capture
 from dawnbench_fast.roofline.flop_formulas import trace_style_args
-
-TIMER_KEY = "dawnbench_timer"  # the trace's top-level key naming how its op times were taken
-TIMER = "inplace"
+from dawnbench_fast.roofline.trace import INPLACE_TIMER, TIMER_KEY
 
 
 class _OpTimer(TorchDispatchMode):
-    """Times each op call and keeps (name, start, duration, the op, its args)."""
+    """Times each op call and keeps it as ``calls`` (below)."""
 
     def __init__(self, t0: float):
         super().__init__()
@@ -82,7 +80,7 @@ class InplaceCapture(Capture):
         path = self._given_path or pathlib.Path(f"roofline_trace_{pid}.json")
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(json.dumps({TIMER_KEY: TIMER, "traceEvents": events}))
+        tmp.write_text(json.dumps({TIMER_KEY: INPLACE_TIMER, "traceEvents": events}))
         tmp.replace(path)
         self.trace_path = path
 

@@ -17,6 +17,10 @@ import pathlib
 from dataclasses import dataclass, field
 from typing import Any
 
+# A trace's top-level key naming how its op times were taken, and the value
+# roofline/inplace.py writes there (absent: the profiler's own trace).
+TIMER_KEY = "dawnbench_timer"
+INPLACE_TIMER = "inplace"
 HOST_CATS = {"cpu_op", "user_annotation", "operator", "Operator"}
 DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"}
 RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "Runtime", "hip_runtime"}
@@ -106,8 +110,8 @@ def load_trace(path: str | pathlib.Path) -> Trace:
         raise TraceError(f"trace file {p} has no 'traceEvents' list; is it a PyTorch "
                          "profiler Chrome trace?")
     trace = parse_events(events, str(p), data.get("deviceProperties", []) if isinstance(data, dict) else [])
-    if isinstance(data, dict) and data.get("dawnbench_timer") == "inplace":  # roofline/inplace.py
-        trace.timer = "inplace"
+    if isinstance(data, dict) and data.get(TIMER_KEY) == INPLACE_TIMER:  # roofline/inplace.py
+        trace.timer = INPLACE_TIMER
     return trace
 
 
