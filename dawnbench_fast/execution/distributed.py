@@ -154,9 +154,17 @@ def init_from_env(device: torch.device) -> tuple[World, torch.device]:
     return _WORLD[0], device
 
 
-def shutdown() -> None:
-    """Leave the process group (the end of a torchrun job's command)."""
+def shutdown(finished: bool = False) -> None:
+    """Leave the process group (the end of a torchrun job's command).
+    ``finished``: every rank got here through the normal end of the command,
+    so they first meet at a barrier; without it a rank that left first could
+    close its gloo connections while another rank's gloo threads were still
+    at work, and that rank aborted at exit ("terminate called without an
+    active exception": once in CI's two-process test, 2026-11-25). After
+    an error the other ranks may never arrive, so no barrier then."""
     if dist.is_available() and dist.is_initialized():
+        if finished:
+            dist.barrier()
         dist.destroy_process_group()
     _WORLD[0] = World()
 

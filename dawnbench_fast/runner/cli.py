@@ -292,9 +292,12 @@ def guarded(prog: str, command: Callable[[], int],
     """Run ``command``; a user error (``errors``) is one line and exit 2, ^C is exit 130,
     SIGTERM is treated as ^C (runner/stopping.py) and exits 143.
     A torchrun job's process group is left at the end, whatever happened."""
+    finished = False
     try:
         with stopping.sigterm_as_interrupt():
-            return command()
+            code = command()
+        finished = True
+        return code
     except errors as e:
         sys.stderr.write(f"{prog}: error: {e}\n")
         return 2
@@ -305,7 +308,7 @@ def guarded(prog: str, command: Callable[[], int],
         sys.stderr.write(f"{prog}: interrupted\n")
         return stopping.INTERRUPTED_STATUS
     finally:
-        distributed.shutdown()
+        distributed.shutdown(finished)
 
 
 def start_run(cfg: C) -> tuple[C, torch.device, distributed.World]:

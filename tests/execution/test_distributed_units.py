@@ -59,3 +59,29 @@ def test_sync_batchnorm_is_batchnorm_outside_a_process_group():
     torch.testing.assert_close(synced[1].running_var, net[1].running_var)
     synced.eval(), net.eval()
     torch.testing.assert_close(synced(x), net(x))
+
+
+@pytest.mark.parametrize("outcome", ["returns", "user error", "interrupt"])
+def test_ranks_meet_at_a_barrier_before_leaving_only_after_a_normal_end(monkeypatch, outcome):
+    """guarded() leaves the process group whatever happened; only a command
+    that ended normally first waits for the other ranks (after an error they
+    may never arrive, and a barrier would hang)."""
+    from dawnbench_fast.runner import cli
+
+    calls: list[str] = []
+    monkeypatch.setattr(distributed.dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(distributed.dist, "barrier", lambda: calls.append("barrier"))
+    monkeypatch.setattr(distributed.dist, "destroy_process_group", lambda: calls.append("destroy"))
+
+    def command() -> int:
+        calls.append("command")
+        if outcome == "user error":
+            raise ConfigError("--epochs: must be > 0")
+        if outcome == "interrupt":
+            raise KeyboardInterrupt
+        return 0
+
+    code = cli.guarded("prog", command)
+    assert code == {"returns": 0, "user error": 2, "interrupt": 130}[outcome]
+    assert calls == (["command", "barrier", "destroy"] if outcome == "returns" else ["command", "destroy"])
+    assert distributed.world() == World()
