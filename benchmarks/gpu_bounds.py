@@ -50,13 +50,14 @@ def rows(batch: int) -> list[Row]:
     """Every custom GPU op at the default recipe's shapes with ``batch`` images."""
     r = CifarRecipe()
     w0, w1, w2 = r.widths
+    act = r.act  # the GPU suite names its cases by the recipe's activation (gpu_suite_ops.cases)
     out = [Row("augment", f"b={batch} 32x32x3 u8 -> bf16", 0.0, batch * 3 * 32 * 32 * (1 + BF16),
                ("augment -> bf16, batch {b}", "augment b={b} from 50000 images"), "crop read + bf16 write")]
     bn_shapes = ((w0, 15), (w1, 7), (w2, 3))
     for c, s in bn_shapes:
         n = batch * c * s * s
         out.append(Row("bn_act", f"C={c} @{s}px fwd+bwd", 30.0 * n, 8 * BF16 * n,
-                       (f"bn_act fwd+bwd C={c} @{s}px", f"bn_act fwd+bwd gelu C={c} @{s}px b={{b}}"),
+                       (f"bn_act fwd+bwd C={c} @{s}px", f"bn_act fwd+bwd {act} C={c} @{s}px b={{b}}"),
                        f"floor (each tensor once) {5 * BF16 * n / 1e6:.0f} MB"))
     six = sum(2 * batch * c * s * s for c, s in bn_shapes)  # the net's six BN layers, two per shape
     out.append(Row("bn_act", "the net's 6 BN layers fwd+bwd", 30.0 * six, 8 * BF16 * six,
@@ -64,7 +65,7 @@ def rows(batch: int) -> list[Row]:
     for c, s in bn_shapes:
         n = batch * c * s * s
         out.append(Row("bias_act", f"C={c} @{s}px fwd+bwd", 20.0 * n, 5 * BF16 * n,
-                       (f"bias_act fwd+bwd gelu C={c} @{s}px b={{b}}",), "in no model"))
+                       (f"bias_act fwd+bwd {act} C={c} @{s}px b={{b}}",), "in no model"))
     for cin, cout, h in ((24, w0, 31), (w0, w1, 15), (w1, w2, 7)):
         p = h // 2
         macs = batch * (h * h * cin * cout + p * p * cout * cout) * 9
@@ -123,9 +124,15 @@ def bound_us(row: Row, gpu: str) -> tuple[float, str]:
     return max(mem, comp) * 1e6, "memory" if mem >= comp else "compute"
 
 
-def table(batch: int, times: dict[str, dict[str, float]]) -> list[str]:
+def bound_gpu(source: str) -> str:
+    """The GPU of GPUS whose bound the measured times are held against: the
+    H200 where the source names one, else the H100 SXM."""
+    return "H200" if "H200" in source else "H100 SXM"
+
+
+def table(batch: int, times: dict[str, dict[str, float]], against: str = "H100 SXM") -> list[str]:
     head = ("| op | shape | MB | GFLOP | bound " + " | bound ".join(GPUS) + " | torch | torch.compile"
-            " | Triton | CUDA C++ | best ours / torch | best ours / H100 bound | note |")
+            f" | Triton | CUDA C++ | best ours / torch | best ours / {against} bound | note |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for row in rows(batch):
         got = next((times[k.format(b=batch)] for k in row.keys if k.format(b=batch) in times), {})
@@ -133,7 +140,7 @@ def table(batch: int, times: dict[str, dict[str, float]]) -> list[str]:
         cells = [f"{b:.1f} us ({kind[0]})" for b, kind in bounds]
         ours = [got[k] for k in ("triton", "cuda") if k in got]
         ratio = f"{min(ours) / got['torch']:.2f}" if ours and "torch" in got else ""
-        vs_bound = f"{min(ours) / bounds[0][0]:.1f}x" if ours else ""
+        vs_bound = f"{min(ours) / bounds[GPUS.index(against)][0]:.1f}x" if ours else ""
         shown = [f"{got[k]:.1f} us" if k in got else "" for k in ("torch", "torch.compile", "triton", "cuda")]
         lines.append(f"| {row.op} | {row.shape} | {row.nbytes / 1e6:.1f} | {row.flops / 1e9:.2f} | "
                      + " | ".join(cells + shown) + f" | {ratio} | {vs_bound} | {row.note} |")
@@ -153,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     times, batch, source = measured(args.measured)
     batch = args.batch or batch
     print(f"Bounds at batch {batch}, bf16 (b/w and peak: roofline/peaks.py); measured: {source}\n")
-    print("\n".join(table(batch, times)))
+    print("\n".join(table(batch, times, bound_gpu(source))))
     return 0
 
 

@@ -27,6 +27,7 @@ import importlib.util
 import json
 import os
 import platform
+import re
 import shutil
 import sys
 from collections.abc import Callable
@@ -75,7 +76,31 @@ def environment() -> dict:
         "nvtx_imports": nvtx_ok, "nvtx_error": nvtx_why, "git": bench.git_revision(),
         "host": platform.node(), "cpu": platform.processor() or platform.machine(),
         "ncu": shutil.which("ncu"), "nsys": shutil.which("nsys"), "nvcc": shutil.which("nvcc"),
+        "missing_dependencies": missing_dependencies(),
     }
+
+
+def missing_dependencies(dist: str = "dawnbench-fast") -> list[str]:
+    """The package's required distributions (extras left out) that are not
+    installed. The build part installs with ``--no-deps``, and a GPU image
+    without network may lack one (the first H200 run's image had no ``nvtx``),
+    which would otherwise surface as an ImportError inside every trainer run."""
+    from importlib import metadata
+
+    try:
+        requires = metadata.requires(dist) or []
+    except metadata.PackageNotFoundError:
+        return []  # not installed: the build part (or README's set-up) comes first
+    missing = []
+    for req in requires:
+        if "extra ==" in req:
+            continue
+        name = re.split(r"[<>=!~;\[ ]", req, maxsplit=1)[0]
+        try:
+            metadata.version(name)
+        except metadata.PackageNotFoundError:
+            missing.append(name)
+    return missing
 
 
 # -- build ----------------------------------------------------------------------------------------
@@ -159,6 +184,7 @@ def write_winners(suite: Suite, path: Path) -> None:
 
 # -- command line ---------------------------------------------------------------------------------
 
+RUNS_TRAINER = ("trainer", "peer", "roofline")  # the parts that start our trainer
 RUNNERS: dict[str, Callable[[Suite, argparse.Namespace], None]] = {
     "build": part_build, "trainer": part_trainer, "peer": part_peer, "ops": part_ops,
     "roofline": part_roofline}
@@ -240,6 +266,13 @@ def main(argv: list[str] | None = None) -> int:
             suite.data["environment"] = environment()
             suite.data["commands"][-1]["recorded"] = suite.data["environment"]["recorded"]
             suite.save()
+        missing = suite.data["environment"].get("missing_dependencies") if name in RUNS_TRAINER else None
+        if missing:  # one line now, not an ImportError in every trainer run
+            suite.part(name)
+            suite.end(name, "failed", f"the package's dependencies {', '.join(missing)} are not installed: "
+                      f"pip install them (without network, carry their wheels) and run again")
+            failed.append(name)
+            continue
         try:
             RUNNERS[name](suite, args)
         except Exception as e:  # noqa: BLE001 - one part's failure is recorded; the next still runs

@@ -94,6 +94,7 @@ def sweep_face(face: str, configs: Iterator[tuple[dict, Callable]], batch: int, 
     from dawnbench_fast.models.layers import BatchNorm
 
     fn = dispatch.get_op("bn_act", face)
+    act = CifarRecipe().act  # the recipe's activation, as the GPU suite's cases use
     cases = []
     for n, c, s in shapes(batch):
         x = torch.randn(n, c, s, s, device=device).to(torch.bfloat16)
@@ -107,7 +108,7 @@ def sweep_face(face: str, configs: Iterator[tuple[dict, Callable]], batch: int, 
                 for name, x, g, bn in cases:
                     def step(x=x, g=g, bn=bn):
                         x.grad = None
-                        fn(x, bn, "gelu").backward(g)
+                        fn(x, bn, act).backward(g)
                     row["ms"][name] = _time(step, dry_run)
             row["total_ms"] = None if dry_run else sum(row["ms"].values())
         except Exception as e:  # noqa: BLE001 - a configuration that fails is a row, not the end
@@ -129,11 +130,10 @@ def winners(rows: list[dict]) -> dict[str, dict]:
 
 def markdown(rows: list[dict]) -> str:
     names = list(next((r["ms"] for r in rows if r["ms"]), {}))
-    keys = [k for k in rows[0] if k not in ("face", "ms", "total_ms", "error")] if rows else []
     head = "| face | config | " + " | ".join(names) + " | total ms |"
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
-        cfg = ", ".join(f"{k}={r[k]}" for k in keys if k in r)
+        cfg = ", ".join(f"{k}={v}" for k, v in r.items() if k not in ("face", "ms", "total_ms", "error"))
         cells = [f"{r['ms'][n]:.4f}" if r["ms"].get(n) is not None else "" for n in names]
         total = f"{r['total_ms']:.4f}" if r.get("total_ms") is not None else r.get("error", "")
         lines.append(f"| {r['face']} | {cfg} | " + " | ".join(cells) + f" | {total} |")

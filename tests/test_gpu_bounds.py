@@ -35,8 +35,8 @@ def test_bounds_are_bytes_over_bandwidth_or_flops_over_peak(capsys):
 
 
 def test_a_suite_json_is_read_at_the_recipes_batch(tmp_path, capsys):
-    case = "bn_act fwd+bwd gelu C=256 @7px b=1536"
-    suite = {"environment": {"gpu": {"name": "Stand-in"}}, "parts": {"ops": {"cases": [
+    case = f"bn_act fwd+bwd {gpu_bounds.CifarRecipe().act} C=256 @7px b=1536"  # as the suite names it
+    suite = {"environment": {"gpu": {"name": "NVIDIA H200"}}, "parts": {"ops": {"cases": [
         {"op": "bn_act", "case": case, "impl": "torch", "median_ms": 0.5, "status": "ok"},
         {"op": "bn_act", "case": case, "impl": "torch.compile[inductor]", "median_ms": 0.4, "status": "ok"},
         {"op": "bn_act", "case": case, "impl": "triton", "median_ms": 0.25, "status": "ok"},
@@ -48,6 +48,16 @@ def test_a_suite_json_is_read_at_the_recipes_batch(tmp_path, capsys):
     cells = _row(out.splitlines(), "bn_act", "C=256 @7px")
     assert "batch 1536" in out and cells[6:10] == ["500.0 us", "400.0 us", "250.0 us", ""]
     assert cells[10] == "0.50"
+    n = 1536 * 256 * 7 * 7  # the best of ours against the measured GPU's bound (8 bf16 passes at 4.8 TB/s)
+    assert "best ours / H200 bound" in out and cells[11] == f"{250.0 / (8 * 2 * n / 4.8e12 * 1e6):.1f}x"
+
+
+def test_the_suites_case_names_are_the_bound_tables_keys():
+    import gpu_suite_ops
+
+    keys = {k.format(b=1536) for row in gpu_bounds.rows(1536) for k in row.keys}
+    suite_cases = {c.name for c in gpu_suite_ops.cases(dry_run=False)}
+    assert suite_cases <= keys, suite_cases - keys
 
 
 def test_a_missing_file_is_one_line_and_exit_2(tmp_path, capsys):

@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
+import gpu_suite  # noqa: E402
 import gpu_suite_peer  # noqa: E402
 from gpu_suite_record import Suite  # noqa: E402
 from gpu_suite_roofline import kernel_pattern  # noqa: E402
@@ -107,6 +108,36 @@ def test_commands_with_one_out_fill_one_file(tmp_path):
     data = json.loads((tmp_path / "suite.json").read_text())
     assert data["parts"]["build"]["status"] == "skipped" and data["parts"]["ops"]["status"] == "running"
     assert not list(tmp_path.glob("*.tmp"))  # written through a temporary name, then renamed
+
+
+def test_missing_dependencies_names_the_uninstalled_requirements(monkeypatch):
+    from importlib import metadata
+
+    monkeypatch.setattr(metadata, "requires", lambda dist: [
+        "torch>=2.5", "nvtx>=0.2", "nvidia-ml-py>=12.0", 'pytest>=8; extra == "dev"'])
+    have = {"torch", "nvidia-ml-py"}
+
+    def version(name):
+        if name not in have:
+            raise metadata.PackageNotFoundError(name)
+        return "1"
+
+    monkeypatch.setattr(metadata, "version", version)
+    assert gpu_suite.missing_dependencies() == ["nvtx"]  # the extra's pytest is not required
+    have.add("nvtx")
+    assert gpu_suite.missing_dependencies() == []
+
+
+def test_a_missing_dependency_fails_the_trainer_parts_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # main() sets it in a dry run; restored afterwards
+    env = {"recorded": "now", "missing_dependencies": ["nvtx"]}
+    monkeypatch.setattr(gpu_suite, "environment", lambda: env)
+    assert gpu_suite.main(["--out", str(tmp_path), "--dry-run", "--only", "trainer,roofline"]) == 1
+    parts = json.loads((tmp_path / "suite.json").read_text())["parts"]
+    for name in ("trainer", "roofline"):
+        assert parts[name]["status"] == "failed", parts[name]
+        assert "nvtx" in parts[name]["reason"] and "pip install" in parts[name]["reason"]
+        assert "runs" not in parts[name]  # the trainer was never started
 
 
 PUBLISHED_TABLE = """\

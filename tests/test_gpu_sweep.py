@@ -36,6 +36,8 @@ def test_dry_run_goes_through_every_configuration(tmp_path):
     assert all(set(row["ms"]) == {"C=64 @15px", "C=256 @7px", "C=256 @3px"} for row in rec["rows"])
     table = (tmp_path / "sweep.md").read_text().splitlines()
     assert len(table) == 2 + n_triton + n_cuda and "rows=128, block_c=32, warps=8" in "\n".join(table)
+    cuda_rows = [line for line in table if line.startswith("| cpu |")]
+    assert all("partitions_max=" in line and "elements=" in line for line in cuda_rows)  # each its own config
 
 
 def test_winners_are_the_fastest_timed_rows():
