@@ -12,11 +12,14 @@ docs/ROOFLINE.md). The kernel scatters each nonzero alone: a quarter of
 the products, in fp32 FMAs.
 
 Methods (the recipe's ``conv_dgrad``, ``DAWNBENCH_DGRAD`` or
-:func:`set_dgrad_method`): ``pooled`` (the default: this kernel before each
-2x2 max-pool, oneDNN's dense data gradient elsewhere) or ``aten`` (oneDNN's
-everywhere, a lesion arm). Timed on an idle Zen 4 (docs/PERFORMANCE.md,
-"Levers"): x1.26 and x1.31 a call, x1.055 on the step, every pair of arms
-faster; seeds 0-2 reach 94% with it. The kernel is deterministic (each dx
+:func:`set_dgrad_method`): ``pooled`` (this kernel before each 2x2 max-pool,
+oneDNN's dense data gradient elsewhere) or ``aten`` (oneDNN's everywhere).
+The default is ``pooled``, except where oneDNN runs bf16 on AMX tiles
+(:func:`default_method`), as for the weight gradient. Timed on an idle Zen 4
+(docs/PERFORMANCE.md, "Levers"): x1.26 and x1.31 a call, x1.055 on the step,
+every pair of arms faster; seeds 0-2 reach 94% with it. On an AMX Xeon
+(family 6 model 207) oneDNN's dense one won: the step x1.15-1.26 faster with
+``aten``. The kernel is deterministic (each dx
 element sums in one order on any thread count).
 """
 
@@ -28,11 +31,13 @@ import torch
 
 from dawnbench_fast.csrc import native
 from dawnbench_fast.csrc.conv_group_costs import COSTS
+from dawnbench_fast.csrc.conv_group_wgrad import onednn_has_amx
 from dawnbench_fast.csrc.engine import new_output
 from dawnbench_fast.roofline.registry import register_flop_formulas
 from dawnbench_fast.vocabulary import DGRAD_METHODS
 
 DEFAULT_METHOD = "pooled"  # x1.055 on the step, idle Zen 4 (docs/PERFORMANCE.md)
+AMX_METHOD = "aten"  # oneDNN's dense products on AMX tiles beat the sparse FMAs: x1.15-1.26 on the step
 _METHOD: list[str] = []  # set_dgrad_method's value; empty: DAWNBENCH_DGRAD or the default
 # (x shape, w shape, dtype) where the pooled kernel ran: conv_group.chosen_methods (run.json).
 RAN: set[tuple] = set()
@@ -62,9 +67,16 @@ def set_dgrad_method(method: str | None) -> None:
     _METHOD[:] = [] if method is None else [method]
 
 
+def default_method() -> str:
+    """The method when none is asked for: oneDNN's where it runs bf16 on AMX
+    tiles (csrc/conv_group_wgrad.py's test: CPU flag, OS grant, ISA cap),
+    else the sparse kernel."""
+    return AMX_METHOD if onednn_has_amx() else DEFAULT_METHOD
+
+
 def dgrad_method() -> str:
-    """What set_dgrad_method or DAWNBENCH_DGRAD asked for, else the default."""
-    method = (_METHOD[0] if _METHOD else os.environ.get("DAWNBENCH_DGRAD", "")) or DEFAULT_METHOD
+    """What set_dgrad_method or DAWNBENCH_DGRAD asked for, else :func:`default_method`."""
+    method = (_METHOD[0] if _METHOD else os.environ.get("DAWNBENCH_DGRAD", "")) or default_method()
     if method not in DGRAD_METHODS:
         raise ValueError(f"DAWNBENCH_DGRAD must be one of {', '.join(DGRAD_METHODS)}, not {method!r}")
     return method

@@ -161,6 +161,7 @@ def test_the_default_runs_it_before_a_pool_and_aten_opts_out(monkeypatch):
     monkeypatch.setattr(conv_group_dgrad, "RAN", set())
     monkeypatch.setattr(conv_group_dgrad, "_METHOD", [])
     monkeypatch.delenv("DAWNBENCH_DGRAD", raising=False)
+    monkeypatch.setattr(conv_group_dgrad, "onednn_has_amx", lambda: False)  # the Zen-class default
     gen = torch.Generator().manual_seed(3)
     x = channels_last(torch.randn(3, 24, 9, 9, generator=gen).bfloat16())
     w = (torch.randn(32, 24, 3, 3, generator=gen) / 9).bfloat16()
@@ -194,6 +195,16 @@ def test_the_default_runs_it_before_a_pool_and_aten_opts_out(monkeypatch):
         conv_group_dgrad.set_dgrad_method(None)
         monkeypatch.setenv("DAWNBENCH_DGRAD", "fast")
         conv_group_dgrad.dgrad_method()
+
+
+@pytest.mark.parametrize("amx", [False, True])
+def test_the_default_method_is_onednns_where_it_has_amx(amx, monkeypatch):
+    monkeypatch.setattr(conv_group_dgrad, "_METHOD", [])
+    monkeypatch.delenv("DAWNBENCH_DGRAD", raising=False)
+    monkeypatch.setattr(conv_group_dgrad, "onednn_has_amx", lambda: amx)
+    assert conv_group_dgrad.dgrad_method() == ("aten" if amx else "pooled")
+    monkeypatch.setenv("DAWNBENCH_DGRAD", "pooled")  # asked for, it runs on any machine
+    assert conv_group_dgrad.dgrad_method() == "pooled"
 
 
 def test_the_cost_counts_the_products_it_computes():
