@@ -9,7 +9,8 @@ recipe's batch ``BENCH_BATCH``, default 1536 as in ``--recipe hiverge``):
 the forward, the weight gradient and the input gradient, each as one ATen
 call, and ``wgrad_dpbf16``: the ``cpu`` backend's own weight gradient
 (csrc/conv_group_wgrad_cpu.cpp, its default where it applies; skipped without the
-C++ build or AVX-512 BF16), and for the three convs whose output feeds a 2x2
+C++ build or AVX-512 BF16), ``wgrad_im2col``: one GEMM of the unfolded input
+(csrc/conv_group.py, the default on 3x3 maps where oneDNN has AMX), and for the three convs whose output feeds a 2x2
 max-pool (24->64 @31, 64->256 @15, 256->256 @7), ``wgrad_pooled_dpbf16`` and
 ``wgrad_pooled_sparse``: the dense kernel and the backend's before-pool
 variant (csrc/conv_group_wgrad_pooled_cpu.cpp, the default there) on a real
@@ -60,7 +61,7 @@ def _record(benchmark, gflop: float, fn) -> None:
                                 gflop_per_s=round(gflop / benchmark.stats.stats.median, 1))
 
 
-@pytest.mark.parametrize("pass_", ["fwd", "wgrad", "wgrad_dpbf16", "dgrad"])
+@pytest.mark.parametrize("pass_", ["fwd", "wgrad", "wgrad_dpbf16", "wgrad_im2col", "dgrad"])
 @pytest.mark.parametrize("cin, cout, side", SHAPES, ids=[f"{a}to{b}@{s}" for a, b, s in SHAPES])
 def test_conv3x3(benchmark, cin, cout, side, pass_):
     benchmark.group = f"conv3x3 {cin}->{cout} @{side}, batch {BATCH}, bf16"
@@ -75,6 +76,11 @@ def test_conv3x3(benchmark, cin, cout, side, pass_):
         if not conv_group_wgrad.supported():
             pytest.skip("needs the C++ build and a CPU with AVX-512 BF16")
         _record(benchmark, gflop, lambda: conv_group_wgrad.conv3x3_wgrad(x, dy, w))
+        return
+    if pass_ == "wgrad_im2col":  # one GEMM of the unfolded input: the AMX default on 3x3 maps
+        from dawnbench_fast.csrc import conv_group
+
+        _record(benchmark, gflop, lambda: conv_group._METHODS["im2col"](x, dy, w))
         return
     mask = [pass_ == "dgrad", pass_ == "wgrad", False]
     _record(benchmark, gflop, lambda: torch.ops.aten.convolution_backward(

@@ -347,6 +347,22 @@ def test_cpu_wgrad_default_is_fixed_and_never_timed(monkeypatch, tmp_path, capsy
     assert "timing" not in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("amx", [False, True])
+def test_cpu_wgrad_default_takes_one_gemm_on_small_maps_where_onednn_has_amx(amx, monkeypatch):
+    """oneDNN's AMX weight gradient on 3x3 maps took 4-8x its forward's time;
+    the default runs im2col's single GEMM there (maps of at most
+    AMX_IM2COL_MAX_PIXELS), and leaves larger maps and other CPUs as they were."""
+    monkeypatch.setattr(cpu_group.wgrad, "onednn_has_amx", lambda: amx)
+    monkeypatch.setattr(cpu_group, "_KERNELS", {})  # ours aside: the rule under test only
+    small, _, _ = cpu_inputs(2, 8, 3, 16, torch.bfloat16, seed=4)  # 3 x 5 = 15 pixels
+    large, w, _ = cpu_inputs(2, 8, 7, 16, torch.bfloat16, seed=4)
+    pixels = [t.shape[2] * t.shape[3] for t in (small, large)]
+    assert pixels[0] <= cpu_group.AMX_IM2COL_MAX_PIXELS < pixels[1]
+    assert cpu_group.default_method(small, w) == ("im2col" if amx else "aten")
+    assert cpu_group.default_method(large, w) == "aten"
+    assert cpu_group.default_method(small.float(), w.float()) == "aten"  # bf16 only
+
+
 def test_cpu_wgrad_measurement_keeps_aten_within_the_margin(monkeypatch):
     cost = {"aten": 1.0, "fp32": 0.95, "im2col": 3.0}  # fp32 only 5% faster: below MARGIN
     now = [0.0]
