@@ -11,7 +11,8 @@ call, and ``wgrad_dpbf16``: the ``cpu`` backend's own weight gradient
 (csrc/conv_group_wgrad_cpu.cpp, its default where it applies; skipped without the
 C++ build or AVX-512 BF16), ``wgrad_im2col``: one GEMM of the unfolded input
 (csrc/conv_group.py, the default on 3x3 maps where oneDNN has AMX), and for
-the three convs whose output feeds a 2x2 max-pool (24->64 @31, 64->256 @15, 256->256 @7), ``wgrad_pooled_dpbf16`` and
+the three convs whose output feeds a 2x2 max-pool (24->64 @31, 64->256 @15,
+256->256 @7), ``wgrad_pooled_dpbf16`` and
 ``wgrad_pooled_sparse``: the dense kernel and the backend's before-pool
 variant (csrc/conv_group_wgrad_pooled_cpu.cpp, the default there) on a real
 max-pool gradient (one nonzero per window and channel). ``extra_info``: GFLOP
