@@ -381,11 +381,12 @@ def test_cpu_wgrad_measurement_keeps_aten_within_the_margin(monkeypatch):
     monkeypatch.setattr(cpu_group, "_METHODS", {k: timed(k) for k in cost})
     monkeypatch.setattr(cpu_group, "_KERNELS", {})  # none of our kernels: aten is the incumbent
     monkeypatch.setattr(cpu_group.time, "perf_counter", fake_clock)
-    got = cpu_group.measure_wgrad(None, None, None)
+    x, w, g = cpu_inputs(2, 8, 7, 16, torch.bfloat16, seed=5)  # a 7 x 9 map: aten is the incumbent
+    got = cpu_group.measure_wgrad(x, g, w)
     assert got["method"] == "aten"
     assert calls.count("im2col") == 2  # warm-up + the first round only: 3x slower, dropped
     cost["fp32"] = 0.5
-    assert cpu_group.measure_wgrad(None, None, None)["method"] == "fp32"
+    assert cpu_group.measure_wgrad(x, g, w)["method"] == "fp32"
 
 
 def test_cpu_conv_group_matches_reference_group():
