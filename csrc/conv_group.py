@@ -146,8 +146,8 @@ def default_method(x: torch.Tensor, w: torch.Tensor) -> str:
 
 def _small_map_on_amx(x: torch.Tensor) -> bool:
     """A bf16 CPU map of at most AMX_IM2COL_MAX_PIXELS where oneDNN has AMX."""
-    return (x.dtype == torch.bfloat16 and x.device.type == "cpu" and x.dim() == 4 and x.shape[2] * x.shape[3] <= AMX_IM2COL_MAX_PIXELS
-            and wgrad.onednn_has_amx())
+    return (x.dtype == torch.bfloat16 and x.device.type == "cpu" and x.dim() == 4
+            and x.shape[2] * x.shape[3] <= AMX_IM2COL_MAX_PIXELS and wgrad.onednn_has_amx())
 
 
 def _applicable(x: torch.Tensor, w: torch.Tensor) -> list[str]:
