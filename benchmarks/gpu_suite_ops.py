@@ -13,7 +13,12 @@ not catalogued) beside ``matmul``. A backend without a face for an op is
 listed with the reason, never timed as the reference in disguise.
 
 Timing on CUDA: ``triton.testing.do_bench`` (median, L2 flushed before each
-repetition), else CUDA events around each call after an L2 flush. A dry run
+repetition), else CUDA events around each call after an L2 flush. Beside
+that eager median (host time included: what an eager caller waits) each
+face records its kernels' time from the profiler and its median replayed
+from a CUDA graph, which separate the host's share from the GPU's; our
+faces also record the median through their custom-op path
+(dawnbench_fast/op_path.py). A dry run
 (the CPU) calls each face once at tiny sizes and records no time.
 """
 
@@ -217,18 +222,91 @@ def _rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
     return float(diff / ref.detach().float().abs().max().clamp_min(1e-12))
 
 
+def kernel_time(fn: Callable[[], object], calls: int = 10) -> dict:
+    """The GPU's own time a call, from the profiler's kernel records: the sum
+    of kernel durations over ``calls`` calls (no host gaps, no L2 flush), the
+    kernels a call launches and the largest of them. Under the profiler our
+    ops take their custom-op path (dawnbench_fast/op_path.py), so a face's
+    extra kernels of that path (running-stat copies) are counted here."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    per_name: dict[str, list[float]] = {}
+    for e in prof.events():
+        if e.device_type == DeviceType.CUDA:
+            per_name.setdefault(e.name, []).append(e.time_range.elapsed_us())
+    total_us = sum(sum(v) for v in per_name.values())
+    top = sorted(per_name.items(), key=lambda kv: -sum(kv[1]))[:8]
+    return {"kernel_ms": round(total_us / calls / 1e3, 5),
+            "kernels_per_call": round(sum(len(v) for v in per_name.values()) / calls, 2),
+            "top_kernels": [{"name": n[:90], "per_call": round(len(v) / calls, 2),
+                             "us_per_call": round(sum(v) / calls, 2)} for n, v in top]}
+
+
+def graph_time(fn: Callable[[], object]) -> float:
+    """Median milliseconds of one call captured in a CUDA graph and replayed
+    (L2 flushed): the call without its host time, as a captured trainer runs it."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up off the capture, as torch.cuda.graph asks
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return time_cuda(graph.replay)
+
+
+def _custom_ops_path():
+    """DAWNBENCH_OP_PATH=custom for the duration: the ops' registered path."""
+    from unittest import mock
+
+    from dawnbench_fast import op_path
+
+    return mock.patch.dict("os.environ", {op_path.ENV: "custom"})
+
+
+def _first_line(e: Exception) -> str:
+    return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}"
+
+
 def run_face(case: Case, fn: Callable, inputs: dict, ref_out: torch.Tensor | None,
-             dry_run: bool) -> tuple[dict, torch.Tensor]:
+             dry_run: bool, ours: bool = False) -> tuple[dict, torch.Tensor]:
     """One face of one case: its output (compared with torch eager's), the
     first call's seconds (compilation and autotuning, if any) and, on a GPU,
-    its median time."""
+    its median time (eager, host included), its kernels' time (profiler) and
+    its time replayed from a CUDA graph; for ``ours`` (a Triton or CUDA C++
+    face) also the median through the custom-op path."""
     t0 = time.perf_counter()
     out = case.call(fn, inputs)
     rec = {"first_call_s": round(time.perf_counter() - t0, 3),
            "rel_err_vs_torch": None if ref_out is None else _rel_err(out, ref_out)}
-    if not dry_run:
-        rec["median_ms"] = time_cuda(lambda: case.call(fn, inputs))
+    if dry_run:
+        return rec, out
+    one = lambda: case.call(fn, inputs)  # noqa: E731 - the timed call, named once
+    rec["median_ms"] = time_cuda(one)
+    extra = [("kernels", kernel_time), ("graph_ms", graph_time)]
+    if ours:
+        extra.insert(0, ("median_ms_custom_ops", _timed_on_custom_ops))
+    for key, measure in extra:
+        try:
+            got = measure(one)
+            rec.update(got if isinstance(got, dict) else {key: got})
+        except Exception as e:  # noqa: BLE001 - a face that cannot be captured or profiled is a finding
+            rec[f"{key}_error"] = _first_line(e)
     return rec, out
+
+
+def _timed_on_custom_ops(fn: Callable[[], object]) -> float:
+    with _custom_ops_path():
+        return time_cuda(fn)
 
 
 def run_cases(add: Callable[[dict], None], dry_run: bool, deadline: Callable[[], bool],
@@ -248,10 +326,10 @@ def run_cases(add: Callable[[dict], None], dry_run: bool, deadline: Callable[[],
                 add({**rec, "status": "unavailable", "reason": why})
                 continue
             try:
-                measured, out = run_face(case, fn, inputs, ref_out, dry_run)
+                measured, out = run_face(case, fn, inputs, ref_out, dry_run,
+                                         ours=name in ("triton", "cuda"))
                 ref_out = out if name == "torch" else ref_out
                 add({**rec, **measured, "status": "ok"})
             except Exception as e:  # noqa: BLE001 - one face failing is a finding; the others still run
-                first = (str(e).splitlines() or [""])[0][:200]
-                add({**rec, "status": "error", "reason": f"{type(e).__name__}: {first}"})
+                add({**rec, "status": "error", "reason": _first_line(e)})
     return {"device": str(device), "timer": timer, "stopped": False}

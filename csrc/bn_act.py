@@ -38,6 +38,7 @@ from dawnbench_fast.csrc.engine import (
     stream_ptr,
     tile_lanes,
 )
+from dawnbench_fast.op_path import plain_eager
 from dawnbench_fast.roofline.registry import register_flop_formulas
 from dawnbench_fast.vocabulary import activation
 
@@ -79,8 +80,7 @@ def bn_parameters(
     return wt, bs, running_mean.float().contiguous(), running_var.float().contiguous()
 
 
-@torch.library.custom_op("dawnbench::csrc_bn_act_fwd", mutates_args=())
-def bn_act_fwd(
+def _bn_act_fwd(
     x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
     running_mean: torch.Tensor | None, running_var: torch.Tensor | None,
     training: bool, eps: float, momentum: float, act: str,
@@ -91,14 +91,29 @@ def bn_act_fwd(
     Functional (autograd needs that): in training mode the updated running
     statistics come back as new tensors (empty when none were given) and the
     caller copies them into the module; in eval mode they are read."""
+    wt, bs, rm, rv = bn_parameters("csrc_bn_act_fwd", weight, bias, running_mean, running_var, training)
+    y, stats = launch_fwd(x, wt, bs, rm, rv, training, eps, momentum, act)
+    empty = stats.new_empty(0)
+    if training and rm is not None and rv is not None:
+        return y, stats, rm, rv
+    return y, stats, empty, empty.clone()
+
+
+bn_act_fwd = torch.library.custom_op("dawnbench::csrc_bn_act_fwd", _bn_act_fwd, mutates_args=())
+
+
+def launch_fwd(
+    x: torch.Tensor, wt: torch.Tensor, bs: torch.Tensor, rm: torch.Tensor | None,
+    rv: torch.Tensor | None, training: bool, eps: float, momentum: float, act: str,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(y, stats): the forward kernel on the fp32 parameters that
+    :func:`bn_parameters` prepared; in training it updates ``rm``/``rv`` in place."""
     _check_x(x, "csrc_bn_act_fwd")
-    check_same("csrc_bn_act_fwd", x, {"weight": weight, "bias": bias,
-                                       "running_mean": running_mean, "running_var": running_var})
+    check_same("csrc_bn_act_fwd", x, {"weight": wt, "bias": bs, "running_mean": rm, "running_var": rv})
     x, cl = layout(x)
     n, c, h, w = x.shape
     y = new_output(tuple(x.shape), x.dtype, x.device, bool(cl))
     stats = torch.empty(4 * c, device=x.device, dtype=torch.float32)
-    wt, bs, rm, rv = bn_parameters("csrc_bn_act_fwd", weight, bias, running_mean, running_var, training)
     a = activation(act).code  # the template argument of the C++ kernels
     with nvtx.annotate("csrc_bn_act_fwd", domain=NVTX_DOMAIN):
         if x.device.type == "cpu":
@@ -119,10 +134,7 @@ def bn_act_fwd(
                 cupy_path.bn_act_forward(
                     DTYPE_SUFFIX[x.dtype], x, y, stats, wt, bs, rm, rv, partial, shift_k, p, n,
                     c, h * w, cl, int(training), eps, momentum, a, lanes)
-    empty = stats.new_empty(0)
-    if training and rm is not None and rv is not None:
-        return y, stats, rm, rv
-    return y, stats, empty, empty.clone()
+    return y, stats
 
 
 @bn_act_fwd.register_fake
@@ -133,8 +145,7 @@ def _(x, weight, bias, running_mean, running_var, training, eps, momentum, act):
             x.new_empty(c, dtype=f))
 
 
-@torch.library.custom_op("dawnbench::csrc_bn_act_bwd", mutates_args=())
-def bn_act_bwd(
+def _bn_act_bwd(
     x: torch.Tensor, dy: torch.Tensor, stats: torch.Tensor, training: bool, act: str
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dx, dweight, dbias) of bn_act_fwd."""
@@ -174,6 +185,9 @@ def bn_act_bwd(
     return dx, dweight, dbias
 
 
+bn_act_bwd = torch.library.custom_op("dawnbench::csrc_bn_act_bwd", _bn_act_bwd, mutates_args=())
+
+
 @bn_act_bwd.register_fake
 def _(x, dy, stats, training, act):
     c = x.shape[1]
@@ -190,7 +204,8 @@ def _bn_setup(ctx, inputs, output) -> None:
 
 def _bn_backward(ctx, grad_y, _grad_stats, _grad_rm, _grad_rv):
     x, stats = ctx.saved_tensors
-    dx, dweight, dbias = bn_act_bwd(x, grad_y, stats, ctx.training, ctx.act)
+    bwd = _bn_act_bwd if plain_eager() else bn_act_bwd
+    dx, dweight, dbias = bwd(x, grad_y, stats, ctx.training, ctx.act)
     return (dx, dweight.to(ctx.weight_dtype), dbias.to(ctx.bias_dtype), None, None, None, None,
             None, None)
 
@@ -198,12 +213,40 @@ def _bn_backward(ctx, grad_y, _grad_stats, _grad_rm, _grad_rv):
 bn_act_fwd.register_autograd(_bn_backward, setup_context=_bn_setup)
 
 
+class _BNActEager(torch.autograd.Function):
+    """The eager path without the custom-op registration (dawnbench_fast/op_path.py):
+    the same kernels, with the module's fp32 running statistics updated in
+    place by the forward kernel instead of copied out and back."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, running_mean, running_var, training, eps, momentum, act):
+        y, stats = launch_fwd(x, weight.float().contiguous(), bias.float().contiguous(), running_mean,
+                              running_var, training, eps, momentum, act)
+        ctx.save_for_backward(x, stats)
+        ctx.training, ctx.act = training, act
+        ctx.weight_dtype, ctx.bias_dtype = weight.dtype, bias.dtype
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        return _bn_backward(ctx, grad_y, None, None, None)
+
+
+def _stats_in_place(t: torch.Tensor | None) -> bool:
+    return t is None or (t.dtype == torch.float32 and t.is_contiguous())
+
+
 def bn_act(x: torch.Tensor, bn: torch.nn.BatchNorm2d, act: str = "gelu") -> torch.Tensor:
     """Same contract as the reference ``models.layers.bn_act`` (module state
     updated the same way: running stats and num_batches_tracked)."""
     args = bn_module_args(bn, act)
+    weight, bias, rm, rv, use_batch = args[:5]
+    if plain_eager() and (not use_batch or (_stats_in_place(rm) and _stats_in_place(rv))):
+        if not use_batch:  # eval reads the statistics: fp32 contiguous copies as the custom op takes
+            _, _, rm, rv = bn_parameters("csrc_bn_act_fwd", weight, bias, rm, rv, False)
+        return _BNActEager.apply(x, weight, bias, rm, rv, *args[4:])
     y, _, new_rm, new_rv = bn_act_fwd(x, *args)
-    update_running_stats(bn, args[4], new_rm, new_rv)
+    update_running_stats(bn, use_batch, new_rm, new_rv)
     return y
 
 

@@ -19,12 +19,18 @@ Tests: tests/ops/test_bn_act.py. Costs: kernels/bn_act_costs.py.
 
 The kernels are custom ops (``dawnbench::<name>``) so that profiler traces
 carry their names and the roofline can cost them; each allocates its
-outputs, launches and counts the launch (``launch_counts``). Batch-norm
+outputs, launches and counts the launch (``launch_counts``). An eager call
+with no profiler, dispatch mode or compile launches the same functions
+without the custom-op registration (:func:`launchers`,
+dawnbench_fast/op_path.py: the registration's host time exceeded the
+kernels' on an H200). Batch-norm
 statistics and running stats are handled by the autograd here, so the kernels
 stay functional. kernels/conv_group.py reuses these ops for its fused BN.
 """
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import torch
 import triton
@@ -48,6 +54,7 @@ from dawnbench_fast.kernels.bn_act_finalize import (
 from dawnbench_fast.kernels.bn_act_stats import channel_stats_kernel, channel_stats_reference
 from dawnbench_fast.kernels.launches import new_output, record
 from dawnbench_fast.layer_ops import bn_act as reference
+from dawnbench_fast.op_path import plain_eager
 from dawnbench_fast.roofline.registry import register_flop_formulas
 
 __all__ = ["affine_act", "affine_act_reference", "bn_act", "bn_act_backward_reference", "bn_act_bwd_apply",
@@ -55,8 +62,7 @@ __all__ = ["affine_act", "affine_act_reference", "bn_act", "bn_act_backward_refe
            "bn_finalize_reference", "channel_stats", "channel_stats_reference", "reference"]
 
 
-@torch.library.custom_op("dawnbench::channel_stats", mutates_args=())
-def channel_stats(x2d: torch.Tensor, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _channel_stats(x2d: torch.Tensor, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-channel partial sums and sums of squares ([P, C] fp32) of R x C."""
     R, C = x2d.shape
     x2d = x2d.contiguous()
@@ -74,6 +80,10 @@ def channel_stats(x2d: torch.Tensor, deterministic: bool) -> tuple[torch.Tensor,
     return psum, psumsq
 
 
+channel_stats = torch.library.custom_op("dawnbench::channel_stats", _channel_stats,
+                                        mutates_args=())
+
+
 @channel_stats.register_fake
 def _(x2d, deterministic):
     p = x2d.new_empty((torch.library.get_ctx().new_dynamic_size(), x2d.shape[1]),
@@ -81,9 +91,7 @@ def _(x2d, deterministic):
     return p, torch.empty_like(p)
 
 
-@torch.library.custom_op("dawnbench::bn_finalize",
-                         mutates_args=("running_mean", "running_var"))
-def bn_finalize(
+def _bn_finalize(
     psum: torch.Tensor, psumsq: torch.Tensor, count: float, weight: torch.Tensor,
     bias: torch.Tensor, running_mean: torch.Tensor, running_var: torch.Tensor,
     momentum: float, eps: float, training: bool, update_running: bool,
@@ -103,6 +111,10 @@ def bn_finalize(
     return out[0], out[1], out[2], out[3]
 
 
+bn_finalize = torch.library.custom_op("dawnbench::bn_finalize", _bn_finalize,
+                                      mutates_args=("running_mean", "running_var"))
+
+
 @bn_finalize.register_fake
 def _(psum, psumsq, count, weight, bias, running_mean, running_var, momentum, eps, training,
       update_running):
@@ -110,8 +122,7 @@ def _(psum, psumsq, count, weight, bias, running_mean, running_var, momentum, ep
     return e, torch.empty_like(e), torch.empty_like(e), torch.empty_like(e)
 
 
-@torch.library.custom_op("dawnbench::affine_act", mutates_args=())
-def affine_act(x2d: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor,
+def _affine_act(x2d: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor,
                act: str) -> torch.Tensor:
     """y = act(x * scale + shift) per channel of an R x C matrix."""
     R, C = x2d.shape
@@ -122,6 +133,10 @@ def affine_act(x2d: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor,
                             BLOCK_R=L.ew_rows(), BLOCK_C=L.block_c(C), num_warps=L.EW_WARPS)
     record("affine_act")
     return y
+
+
+affine_act = torch.library.custom_op("dawnbench::affine_act", _affine_act,
+                                     mutates_args=())
 
 
 @affine_act.register_fake
@@ -135,8 +150,7 @@ def _partial_tile(c: int) -> tuple[int, int]:
     return 64, min(64, triton.next_power_of_2(c))
 
 
-@torch.library.custom_op("dawnbench::bn_bwd_coefficients", mutates_args=())
-def bn_bwd_coefficients(
+def _bn_bwd_coefficients(
     pg: torch.Tensor, pgx: torch.Tensor, mean: torch.Tensor, invstd: torch.Tensor,
     scale: torch.Tensor, count: float, training: bool,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -152,14 +166,17 @@ def bn_bwd_coefficients(
     return out[0], out[1], out[2], out[3]
 
 
+bn_bwd_coefficients = torch.library.custom_op("dawnbench::bn_bwd_coefficients", _bn_bwd_coefficients,
+                                              mutates_args=())
+
+
 @bn_bwd_coefficients.register_fake
 def _(pg, pgx, mean, invstd, scale, count, training):
     e = pg.new_empty((pg.shape[1],), dtype=torch.float32)
     return e, torch.empty_like(e), torch.empty_like(e), torch.empty_like(e)
 
 
-@torch.library.custom_op("dawnbench::bn_act_bwd_reduce", mutates_args=())
-def bn_act_bwd_reduce(dy: torch.Tensor, x: torch.Tensor, scale: torch.Tensor,
+def _bn_act_bwd_reduce(dy: torch.Tensor, x: torch.Tensor, scale: torch.Tensor,
                       shift: torch.Tensor, act: str) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-program partials [P, C] (fp32) of sum(g) and sum(g*x), g = dy *
     act'(x*scale+shift): bn_bwd_coefficients sums them in a fixed order."""
@@ -176,14 +193,17 @@ def bn_act_bwd_reduce(dy: torch.Tensor, x: torch.Tensor, scale: torch.Tensor,
     return pg, pgx
 
 
+bn_act_bwd_reduce = torch.library.custom_op("dawnbench::bn_act_bwd_reduce", _bn_act_bwd_reduce,
+                                            mutates_args=())
+
+
 @bn_act_bwd_reduce.register_fake
 def _(dy, x, scale, shift, act):
     p = x.new_empty((torch.library.get_ctx().new_dynamic_size(), x.shape[1]), dtype=torch.float32)
     return p, torch.empty_like(p)
 
 
-@torch.library.custom_op("dawnbench::bn_act_bwd_apply", mutates_args=())
-def bn_act_bwd_apply(dy: torch.Tensor, x: torch.Tensor, scale: torch.Tensor,
+def _bn_act_bwd_apply(dy: torch.Tensor, x: torch.Tensor, scale: torch.Tensor,
                      shift: torch.Tensor, a: torch.Tensor, b: torch.Tensor, idx: torch.Tensor,
                      full_shape: list[int], act: str) -> torch.Tensor:
     """dx = dy*act'(u)*scale + a + b*x for NHWC ``x`` [N, h, w, C]; when ``idx``
@@ -206,9 +226,28 @@ def bn_act_bwd_apply(dy: torch.Tensor, x: torch.Tensor, scale: torch.Tensor,
     return dx
 
 
+bn_act_bwd_apply = torch.library.custom_op("dawnbench::bn_act_bwd_apply", _bn_act_bwd_apply,
+                                           mutates_args=())
+
+
 @bn_act_bwd_apply.register_fake
 def _(dy, x, scale, shift, a, b, idx, full_shape, act):
     return x.new_empty(full_shape)
+
+
+# -- the two paths to the same launches (dawnbench_fast/op_path.py) ---------
+PLAIN = SimpleNamespace(channel_stats=_channel_stats, bn_finalize=_bn_finalize, affine_act=_affine_act,
+                        bn_bwd_coefficients=_bn_bwd_coefficients, bn_act_bwd_reduce=_bn_act_bwd_reduce,
+                        bn_act_bwd_apply=_bn_act_bwd_apply)
+CUSTOM = SimpleNamespace(channel_stats=channel_stats, bn_finalize=bn_finalize, affine_act=affine_act,
+                         bn_bwd_coefficients=bn_bwd_coefficients, bn_act_bwd_reduce=bn_act_bwd_reduce,
+                         bn_act_bwd_apply=bn_act_bwd_apply)
+
+
+def launchers() -> SimpleNamespace:
+    """This call's launch functions: the plain ones in eager mode with nobody
+    looking, else the custom ops (traced, profiled, costed)."""
+    return PLAIN if plain_eager() else CUSTOM
 
 
 # -- autograd ----------------------------------------------------------------
@@ -223,9 +262,10 @@ def bn_training(bn: torch.nn.BatchNorm2d) -> bool:
     return bn.training or bn.running_mean is None
 
 
-def finalize(psum, psumsq, count, bn, training):
-    """bn_finalize with ``bn``'s parameters and running stats (num_batches_tracked
-    counted as nn.BatchNorm2d does): (mean, invstd, scale, shift)."""
+def finalize(psum, psumsq, count, bn, training, k: SimpleNamespace | None = None):
+    """bn_finalize (of the launchers ``k``, default this call's) with ``bn``'s
+    parameters and running stats (num_batches_tracked counted as
+    nn.BatchNorm2d does): (mean, invstd, scale, shift)."""
     if training and bn.running_mean is not None:
         bn.num_batches_tracked.add_(1)
     rm = bn.running_mean if bn.running_mean is not None else psum.new_zeros(bn.num_features)
@@ -234,9 +274,9 @@ def finalize(psum, psumsq, count, bn, training):
     b = bn.bias if bn.bias is not None else psum.new_zeros(bn.num_features)
     if not training:
         psum = psumsq = psum.new_zeros(1, bn.num_features)
-    return bn_finalize(psum, psumsq, float(count), w.detach(), b.detach(), rm, rv,
-                       _momentum(bn) if training else 0.0, float(bn.eps), training,
-                       bn.running_mean is not None)
+    return (k or launchers()).bn_finalize(
+        psum, psumsq, float(count), w.detach(), b.detach(), rm, rv,
+        _momentum(bn) if training else 0.0, float(bn.eps), training, bn.running_mean is not None)
 
 
 def empty_f32(device) -> torch.Tensor:
@@ -252,12 +292,13 @@ class _BNAct(torch.autograd.Function):
         N, H, W, C = x.shape
         x2d = x.reshape(-1, C)
         training = bn_training(bn)
+        k = launchers()
         if training:  # per-program partials, summed in a fixed order: fast and deterministic
-            psum, psumsq = channel_stats(x2d, True)
+            psum, psumsq = k.channel_stats(x2d, True)
         else:
             psum = psumsq = empty_f32(x.device)
-        mean, invstd, scale, shift = finalize(psum, psumsq, x2d.shape[0], bn, training)
-        y = affine_act(x2d, scale, shift, act)
+        mean, invstd, scale, shift = finalize(psum, psumsq, x2d.shape[0], bn, training, k)
+        y = k.affine_act(x2d, scale, shift, act)
         ctx.save_for_backward(x, mean, invstd, scale, shift)
         ctx.act, ctx.training = act, training
         return y.view(N, H, W, C)
@@ -266,13 +307,15 @@ class _BNAct(torch.autograd.Function):
     def backward(ctx, dy):
         x, mean, invstd, scale, shift = ctx.saved_tensors
         C = x.shape[-1]
-        dy2 = dy.reshape(-1, C).to(x.dtype)
-        pg, pgx = bn_act_bwd_reduce(dy2, x.reshape(-1, C), scale, shift, ctx.act)
-        dw, db, a, b = bn_bwd_coefficients(pg, pgx, mean, invstd, scale, float(dy2.shape[0]),
-                                           ctx.training)
-        dx = bn_act_bwd_apply(dy.to(x.dtype), x, scale, shift, a, b,
-                              torch.empty(0, device=x.device, dtype=torch.int8),
-                              list(x.shape), ctx.act)
+        k = launchers()
+        dy = dy.to(x.dtype)
+        dy2 = dy.reshape(-1, C)
+        pg, pgx = k.bn_act_bwd_reduce(dy2, x.reshape(-1, C), scale, shift, ctx.act)
+        dw, db, a, b = k.bn_bwd_coefficients(pg, pgx, mean, invstd, scale, float(dy2.shape[0]),
+                                             ctx.training)
+        dx = k.bn_act_bwd_apply(dy, x, scale, shift, a, b,
+                                torch.empty(0, device=x.device, dtype=torch.int8),
+                                list(x.shape), ctx.act)
         return dx, dw, db, None, None
 
 

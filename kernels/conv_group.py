@@ -23,26 +23,22 @@ Tests: tests/ops/test_conv_group.py. Costs: kernels/conv_group_costs.py.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import torch
 import triton
 
 from dawnbench_fast import dispatch
+from dawnbench_fast.kernels import bn_act
 from dawnbench_fast.kernels import launches as L
 from dawnbench_fast.kernels.activations import act_code
-from dawnbench_fast.kernels.bn_act import (
-    affine_act,
-    bn_act_bwd_apply,
-    bn_act_bwd_reduce,
-    bn_bwd_coefficients,
-    bn_training,
-    empty_f32,
-    finalize,
-)
+from dawnbench_fast.kernels.bn_act import bn_training, empty_f32, finalize
 from dawnbench_fast.kernels.conv_group_conv3x3 import conv3x3_fwd_kernel, conv3x3_reference
 from dawnbench_fast.kernels.conv_group_costs import COSTS
 from dawnbench_fast.kernels.conv_group_wgrad import conv3x3_wgrad_kernel, conv3x3_wgrad_reference
 from dawnbench_fast.kernels.launches import interpreting, needs_f32_math, new_output, record
 from dawnbench_fast.layer_ops import conv_group as reference
+from dawnbench_fast.op_path import plain_eager
 from dawnbench_fast.roofline.registry import register_flop_formulas
 
 __all__ = ["conv3x3_fwd", "conv3x3_pool_fwd", "conv3x3_reference", "conv3x3_wgrad",
@@ -109,8 +105,7 @@ def _conv3x3_fake(x, wmat, pool, stats):
     return y, idx, ps, torch.empty_like(ps)
 
 
-@torch.library.custom_op("dawnbench::conv3x3_fwd", mutates_args=())
-def conv3x3_fwd(x: torch.Tensor, wmat: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor,
+def _conv3x3_fwd(x: torch.Tensor, wmat: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor,
                 act: str, stats: bool,
                 deterministic: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Fused conv3x3 over NHWC ``x`` [N, H, W, Cin] with ``wmat`` [9*Cin, Cout]
@@ -120,19 +115,24 @@ def conv3x3_fwd(x: torch.Tensor, wmat: torch.Tensor, scale: torch.Tensor, shift:
     return _conv3x3_launch(x, wmat, scale, shift, act, False, stats, deterministic)
 
 
+conv3x3_fwd = torch.library.custom_op("dawnbench::conv3x3_fwd", _conv3x3_fwd, mutates_args=())
+
+
 @conv3x3_fwd.register_fake
 def _(x, wmat, scale, shift, act, stats, deterministic):
     return _conv3x3_fake(x, wmat, False, stats)
 
 
-@torch.library.custom_op("dawnbench::conv3x3_pool_fwd", mutates_args=())
-def conv3x3_pool_fwd(x: torch.Tensor, wmat: torch.Tensor, scale: torch.Tensor,
+def _conv3x3_pool_fwd(x: torch.Tensor, wmat: torch.Tensor, scale: torch.Tensor,
                      shift: torch.Tensor, act: str, stats: bool, deterministic: bool
                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """As conv3x3_fwd followed by a floor-mode 2x2 max-pool in the epilogue:
     y is [N, H//2, W//2, Cout], with the window argmax (0..3, int8) and the
     statistics of the pooled output."""
     return _conv3x3_launch(x, wmat, scale, shift, act, True, stats, deterministic)
+
+
+conv3x3_pool_fwd = torch.library.custom_op("dawnbench::conv3x3_pool_fwd", _conv3x3_pool_fwd, mutates_args=())
 
 
 @conv3x3_pool_fwd.register_fake
@@ -158,8 +158,7 @@ def _wgrad_splits(pixels: int, tiles: int, bk: int, deterministic: bool) -> int:
     return max(1, min(triton.cdiv(pixels, 8 * bk), triton.cdiv(1056, tiles)))
 
 
-@torch.library.custom_op("dawnbench::conv3x3_wgrad", mutates_args=())
-def conv3x3_wgrad(x: torch.Tensor, dy: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor,
+def _conv3x3_wgrad(x: torch.Tensor, dy: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor,
                   act: str, deterministic: bool) -> torch.Tensor:
     """Weight gradient [9*Cin, Cout] (fp32, tap-major like the forward's B
     operand) of a 3x3 'same' conv with NHWC input ``x`` [N, H, W, Cin] and
@@ -188,9 +187,25 @@ def conv3x3_wgrad(x: torch.Tensor, dy: torch.Tensor, scale: torch.Tensor, shift:
     return dw
 
 
+conv3x3_wgrad = torch.library.custom_op("dawnbench::conv3x3_wgrad", _conv3x3_wgrad, mutates_args=())
+
+
 @conv3x3_wgrad.register_fake
 def _(x, dy, scale, shift, act, deterministic):
     return x.new_empty((9 * x.shape[-1], dy.shape[-1]), dtype=torch.float32)
+
+
+# -- the two paths to the same launches (dawnbench_fast/op_path.py) ---------
+PLAIN = SimpleNamespace(**vars(bn_act.PLAIN), conv3x3_fwd=_conv3x3_fwd, conv3x3_pool_fwd=_conv3x3_pool_fwd,
+                        conv3x3_wgrad=_conv3x3_wgrad)
+CUSTOM = SimpleNamespace(**vars(bn_act.CUSTOM), conv3x3_fwd=conv3x3_fwd, conv3x3_pool_fwd=conv3x3_pool_fwd,
+                         conv3x3_wgrad=conv3x3_wgrad)
+
+
+def launchers() -> SimpleNamespace:
+    """This call's launch functions (bn_act's and the convs'): the plain ones
+    in eager mode with nobody looking, else the custom ops."""
+    return PLAIN if plain_eager() else CUSTOM
 
 
 # -- autograd ----------------------------------------------------------------
@@ -205,7 +220,7 @@ def _wmat_dgrad(w: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return wmat(w.flip(2, 3).transpose(0, 1), dtype)
 
 
-def _conv_backward(dy, x, w, need_input, scale, shift, act):
+def _conv_backward(dy, x, w, need_input, scale, shift, act, k):
     """(data gradient in NHWC or None, weight gradient [Cout, Cin, 3, 3]) of a
     3x3 'same' conv whose input was ``x`` (NHWC), or act(x*scale + shift)
     when ``scale`` is non-empty. Ours: data gradient = the forward kernel on
@@ -214,13 +229,13 @@ def _conv_backward(dy, x, w, need_input, scale, shift, act):
     e = empty_f32(dy.device)
     dx = dw = None
     if need_input and TRITON_DGRAD:
-        dx = conv3x3_fwd(dy, _wmat_dgrad(w, dy.dtype), e, e, "identity", False, False)[0]
+        dx = k.conv3x3_fwd(dy, _wmat_dgrad(w, dy.dtype), e, e, "identity", False, False)[0]
     if TRITON_WGRAD:
-        wm = conv3x3_wgrad(x, dy, scale, shift, act, L.deterministic_stats())
+        wm = k.conv3x3_wgrad(x, dy, scale, shift, act, L.deterministic_stats())
         dw = wm.view(3, 3, w.shape[1], w.shape[0]).permute(3, 2, 0, 1).contiguous()
     if (need_input and dx is None) or dw is None:
         if scale.numel() > 0:  # rematerialise the activated input for aten
-            x = affine_act(x.view(-1, x.shape[-1]), scale, shift, act).view(x.shape)
+            x = k.affine_act(x.view(-1, x.shape[-1]), scale, shift, act).view(x.shape)
         gx, gw, _ = torch.ops.aten.convolution_backward(
             dy.permute(0, 3, 1, 2), x.permute(0, 3, 1, 2), w.to(x.dtype), None, [1, 1], [1, 1],
             [1, 1], False, [0, 0], 1, [need_input and dx is None, dw is None, False])
@@ -239,13 +254,14 @@ class ConvGroupFn(torch.autograd.Function):
         act = group.act
         tr1, tr2 = bn_training(group.norm1), bn_training(group.norm2)
         e = empty_f32(x.device)
-        y1, idx1, ps1, pq1 = conv3x3_pool_fwd(x, wmat(w1, dtype), e, e, act, tr1, det)
+        k = launchers()
+        y1, idx1, ps1, pq1 = k.conv3x3_pool_fwd(x, wmat(w1, dtype), e, e, act, tr1, det)
         _, PH, PW, C1 = y1.shape
-        mean1, inv1, sc1, sh1 = finalize(ps1, pq1, N * PH * PW, group.norm1, tr1)
-        z2, _, ps2, pq2 = conv3x3_fwd(y1, wmat(w2, dtype), sc1, sh1, act, tr2, det)
+        mean1, inv1, sc1, sh1 = finalize(ps1, pq1, N * PH * PW, group.norm1, tr1, k)
+        z2, _, ps2, pq2 = k.conv3x3_fwd(y1, wmat(w2, dtype), sc1, sh1, act, tr2, det)
         C2 = z2.shape[-1]
-        mean2, inv2, sc2, sh2 = finalize(ps2, pq2, N * PH * PW, group.norm2, tr2)
-        out = affine_act(z2.view(-1, C2), sc2, sh2, act).view(z2.shape)
+        mean2, inv2, sc2, sh2 = finalize(ps2, pq2, N * PH * PW, group.norm2, tr2, k)
+        out = k.affine_act(z2.view(-1, C2), sc2, sh2, act).view(z2.shape)
         ctx.save_for_backward(x, w1, w2, y1, idx1, z2, mean1, inv1, sc1, sh1,
                               mean2, inv2, sc2, sh2)
         ctx.act, ctx.training = act, (tr1, tr2)
@@ -258,21 +274,22 @@ class ConvGroupFn(torch.autograd.Function):
         N, PH, PW, C1 = y1.shape
         count = float(N * PH * PW)
         no_idx = torch.empty(0, device=x.device, dtype=torch.int8)
+        k = launchers()
         # second BN + act
         C2 = z2.shape[-1]
         dout = dout.to(z2.dtype).contiguous()
-        g, gx = bn_act_bwd_reduce(dout.view(-1, C2), z2.view(-1, C2), sc2, sh2, act)
-        dbw2, dbb2, a2, b2 = bn_bwd_coefficients(g, gx, mean2, inv2, sc2, count, ctx.training[1])
-        dz2 = bn_act_bwd_apply(dout, z2, sc2, sh2, a2, b2, no_idx, list(z2.shape), act)
+        g, gx = k.bn_act_bwd_reduce(dout.view(-1, C2), z2.view(-1, C2), sc2, sh2, act)
+        dbw2, dbb2, a2, b2 = k.bn_bwd_coefficients(g, gx, mean2, inv2, sc2, count, ctx.training[1])
+        dz2 = k.bn_act_bwd_apply(dout, z2, sc2, sh2, a2, b2, no_idx, list(z2.shape), act)
         # second conv: its input act(bn(y1)) is recomputed, not stored
-        da1, dw2 = _conv_backward(dz2, y1, w2, True, sc1, sh1, act)
+        da1, dw2 = _conv_backward(dz2, y1, w2, True, sc1, sh1, act, k)
         # first BN + act, scattered back through the max-pool
-        g, gx = bn_act_bwd_reduce(da1.view(-1, C1), y1.view(-1, C1), sc1, sh1, act)
-        dbw1, dbb1, a1c, b1c = bn_bwd_coefficients(g, gx, mean1, inv1, sc1, count, ctx.training[0])
-        dz1 = bn_act_bwd_apply(da1, y1, sc1, sh1, a1c, b1c, idx1,
+        g, gx = k.bn_act_bwd_reduce(da1.view(-1, C1), y1.view(-1, C1), sc1, sh1, act)
+        dbw1, dbb1, a1c, b1c = k.bn_bwd_coefficients(g, gx, mean1, inv1, sc1, count, ctx.training[0])
+        dz1 = k.bn_act_bwd_apply(da1, y1, sc1, sh1, a1c, b1c, idx1,
                                [N, x.shape[1], x.shape[2], C1], act)
         e = empty_f32(x.device)
-        dx, dw1 = _conv_backward(dz1, x, w1, ctx.needs_input_grad[0], e, e, act)
+        dx, dw1 = _conv_backward(dz1, x, w1, ctx.needs_input_grad[0], e, e, act, k)
         return (dx, dw1.to(w1.dtype), dw2.to(w2.dtype), dbw1, dbb1, dbw2, dbb2, None, None)
 
 
