@@ -12,7 +12,7 @@ backward with a given gradient, as the GPU suite's ops part times them):
 - CUDA C++ (csrc/bn_act.cu's tiled kernels): the partition cap and the
   elements per partition (csrc/engine.py: ``TILE_PARTITIONS_MAX``,
   ``TILE_ELEMENTS``).
-DIR/sweep.json holds every row (median ms per shape, their sum) and the
+DIR/sweep.json holds every row (kernel ms per shape, their sum) and the
 winner of each face; DIR/sweep.md the table. Put the winners into those
 constants (they are the defaults every run takes). ``--dry-run`` goes
 through every configuration once on the CPU (Triton's interpreter, the C++
@@ -81,12 +81,16 @@ def shapes(batch: int) -> list[tuple[int, int, int]]:
 
 
 def _time(fn: Callable[[], object], dry_run: bool) -> float | None:
+    """The call's kernel milliseconds (the profiler's sum of kernel durations,
+    benchmarks/gpu_suite_ops.py): the tile configuration changes the kernels,
+    and the eager wall time is the host's (H100, 2026-11-26: 1.2 ms of wall
+    around 0.2 ms of kernels), which would rank the configurations by noise."""
     fn()
     if dry_run:
         return None
-    from triton.testing import do_bench
+    from gpu_suite_ops import kernel_time
 
-    return float(do_bench(fn, warmup=25, rep=100, return_mode="median"))
+    return float(kernel_time(fn, calls=20)["kernel_ms"])
 
 
 def sweep_face(face: str, configs: Iterator[tuple[dict, Callable]], batch: int, device: torch.device,

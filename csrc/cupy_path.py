@@ -16,6 +16,8 @@ import torch
 
 from dawnbench_fast.csrc import sources
 
+# Channels a block of the finalize kernels (bn_act.cu's DBF_FINALIZE_CHANNELS: one warp each)
+FINALIZE_CHANNELS = 8
 INSTALL_HINT = "pip install 'dawnbench-fast[cuda]' installs cupy-cuda13x; use cupy-cuda12x on CUDA 12"
 
 
@@ -99,7 +101,7 @@ def bn_act_forward(dt: str, x, y, stats, weight, bias, rm, rv, partial, shift_k,
         block = (32, 8) if cl else (256,)
         launch(f"bn_stats_partial_{dt}", grid, block,
                (x, i32(N), i32(C), i32(HW), i32(cl), i32(P), partial))
-    launch("bn_stats_finalize", ((C + 127) // 128,), (128,),
+    launch("bn_stats_finalize", (-(-C // FINALIZE_CHANNELS),), (256,),
            (partial, shift_k, i32(P), i32(C), i64(N * HW), weight, bias, f32(eps),
             f32(momentum), i32(training), rm, rv, stats))
     total = N * C * HW
@@ -125,7 +127,7 @@ def bn_act_backward(dt: str, x, dy, dx, stats, dweight, dbias, partial, coef, P:
         block = (32, 8) if cl else (256,)
         launch(f"bn_bwd_partial_{dt}", grid, block,
                (x, dy, stats, i32(act), i32(N), i32(C), i32(HW), i32(cl), i32(P), partial))
-    launch("bn_bwd_finalize", ((C + 127) // 128,), (128,),
+    launch("bn_bwd_finalize", (-(-C // FINALIZE_CHANNELS),), (256,),
            (partial, i32(P), i32(C), i64(N * HW), stats, i32(training), coef, dweight,
             dbias))
     total = N * C * HW
