@@ -96,9 +96,14 @@ def _impl(name: str) -> str:
     return next((t for t in reversed(tail) if t in ("torch", "triton", "cuda")), tail[-1])
 
 
-def measured(path: Path) -> tuple[dict[str, dict[str, float]], int, str]:
-    """({benchmark group or suite case: {impl: median us}}, batch, source) of a
-    pytest-benchmark JSON or a suite.json."""
+TIMES = {"wall": "median_ms", "kernel": "kernel_ms"}  # --times: the suite's field of each
+
+
+def measured(path: Path, times_of: str = "wall") -> tuple[dict[str, dict[str, float]], int, str]:
+    """({benchmark group or suite case: {impl: us}}, batch, source) of a
+    pytest-benchmark JSON (medians) or a suite.json: its eager medians
+    (``wall``, host included) or its kernels' time a call (``kernel``, the
+    profiler's sum, in suites since 2026-11-26)."""
     data = json.loads(path.read_text())
     times: dict[str, dict[str, float]] = {}
     if "benchmarks" in data:
@@ -110,10 +115,11 @@ def measured(path: Path) -> tuple[dict[str, dict[str, float]], int, str]:
         device = next((b["extra_info"]["device"] for b in data["benchmarks"]
                        if "device" in b["extra_info"]), "GPU")
         return times, batch, f"{path.name} ({device})"
+    field = TIMES[times_of]
     for c in (data.get("parts", {}).get("ops") or {}).get("cases", []):
-        if c.get("median_ms") is not None:
+        if c.get(field) is not None:
             impl = "torch.compile" if c["impl"].startswith("torch.compile") else c["impl"]
-            times.setdefault(c["case"], {})[impl] = c["median_ms"] * 1e3
+            times.setdefault(c["case"], {})[impl] = c[field] * 1e3
     gpu = (data.get("environment", {}).get("gpu") or {}).get("name", "GPU")
     return times, CifarRecipe().batch_size, f"{path.name} ({gpu})"
 
@@ -152,14 +158,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--measured", type=Path, default=DEFAULT_MEASURED,
                     help="pytest-benchmark JSON or suite.json (default: the 2026-11-23 H100 run)")
     ap.add_argument("--batch", type=int, help="batch of the bounds (default: the measured one's)")
+    ap.add_argument("--times", choices=tuple(TIMES), default="wall",
+                    help="a suite.json's eager medians (wall, host included) or its kernels' time a call")
     args = ap.parse_args(argv)
     if not args.measured.is_file():
         print(f"--measured {args.measured}: no such file; give a pytest-benchmark JSON or a suite.json",
               file=sys.stderr)
         return 2
-    times, batch, source = measured(args.measured)
+    times, batch, source = measured(args.measured, args.times)
     batch = args.batch or batch
-    print(f"Bounds at batch {batch}, bf16 (b/w and peak: roofline/peaks.py); measured: {source}\n")
+    print(f"Bounds at batch {batch}, bf16 (b/w and peak: roofline/peaks.py); measured: {source}, "
+          f"{args.times} times\n")
     print("\n".join(table(batch, times, bound_gpu(source))))
     return 0
 

@@ -152,9 +152,11 @@ def part_ops(suite: Suite, args: argparse.Namespace) -> None:
 
     ops = set(args.ops.split(",")) if args.ops else None
     # an ops part split over commands (--ops) keeps the other ops' cases of the earlier ones
-    earlier = (suite.data["parts"].get("ops") or {}).get("cases", []) if ops else []
+    before = (suite.data["parts"].get("ops") or {}) if ops else {}
     rec = suite.part("ops")
-    rec["cases"] = [c for c in earlier if c["op"] not in ops] if ops else []
+    rec["cases"] = [c for c in before.get("cases", []) if c["op"] not in ops] if ops else []
+    if "host_us" in before:  # measured with bn_act's cases; kept unless measured again
+        rec["host_us"] = before["host_us"]
 
     def add(case: dict) -> None:
         rec["cases"].append(case)

@@ -32,6 +32,7 @@ from dawnbench_fast import dispatch
 from dawnbench_fast.data.augment import AugmentParams
 from dawnbench_fast.data.augment import augment_torch as reference
 from dawnbench_fast.data.host_copy import to_device
+from dawnbench_fast.kernels import launches as L
 from dawnbench_fast.kernels.augment_costs import COSTS
 from dawnbench_fast.kernels.launches import new_output, record
 from dawnbench_fast.roofline.registry import register_flop_formulas
@@ -81,8 +82,8 @@ def augment_batch(
     _, PH, PW, C = padded.shape
     B = indices.shape[0]
     out = new_output((B, size, size, C), out_dtype, padded.device)
-    block = min(4096, triton.next_power_of_2(size * size * C))
-    augment_kernel[(B, triton.cdiv(size * size * C, block))](
+    block = min(4096, L.next_power_of_2(size * size * C))
+    augment_kernel[(B, L.cdiv(size * size * C, block))](
         padded, indices, ox, oy, flip, cut_x, cut_y, scale, shift, out, PH, PW, int(cutout),
         SIZE=size, C=C, BLOCK=block, num_warps=8)
     record("augment")

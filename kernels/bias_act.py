@@ -136,7 +136,7 @@ def bias_act_fwd(x: torch.Tensor, bias: torch.Tensor, act: str) -> torch.Tensor:
     x, R, K = _matrix(x, cl)
     y = _like(x, cl)
     bk = L.block_c(K)
-    grid = (triton.cdiv(R, L.ew_rows()), triton.cdiv(K, bk))
+    grid = (L.cdiv(R, L.ew_rows()), L.cdiv(K, bk))
     bias_act_fwd_kernel[grid](x, bias.float().contiguous(), y, R, K, x.shape[1], ACT=a.code, CL=cl,
                               BLOCK_R=L.ew_rows(), BLOCK_K=bk, num_warps=L.EW_WARPS)
     record("bias_act_fwd")
@@ -163,11 +163,11 @@ def bias_act_bwd(dy: torch.Tensor, x: torch.Tensor, bias: torch.Tensor,
     n, c = x.shape[:2]
     if cl:  # partial sums over row chunks: [progs, C]
         progs, span = L.reduction_programs(R, br)
-        grid = (progs, triton.cdiv(K, bk))
+        grid = (progs, L.cdiv(K, bk))
         part = new_output((progs, K), torch.float32, x.device)
     else:  # partial sums over column chunks: [progs, N*C]
         progs, span = L.reduction_programs(K, bk)
-        grid = (triton.cdiv(R, br), progs)
+        grid = (L.cdiv(R, br), progs)
         part = new_output((progs, R), torch.float32, x.device)
     bias_act_bwd_kernel[grid](dy, x, bias.float().contiguous(), dx, part, R, K, c, span, ACT=a.code,
                               CL=cl, BLOCK_R=br, BLOCK_K=bk, num_warps=L.EW_WARPS)

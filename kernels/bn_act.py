@@ -33,7 +33,6 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import torch
-import triton
 
 from dawnbench_fast import dispatch
 from dawnbench_fast.kernels import launches as L
@@ -73,7 +72,7 @@ def _channel_stats(x2d: torch.Tensor, deterministic: bool) -> tuple[torch.Tensor
     else:  # atomics accumulate into zeros
         psum = torch.zeros(1, C, device=x2d.device, dtype=torch.float32)
         psumsq = torch.zeros_like(psum)
-    grid = (progs, triton.cdiv(C, L.block_c(C)))
+    grid = (progs, L.cdiv(C, L.block_c(C)))
     channel_stats_kernel[grid](x2d, psum, psumsq, R, C, per, ATOMIC=not deterministic,
                                BLOCK_R=L.ew_rows(), BLOCK_C=L.block_c(C), num_warps=L.EW_WARPS)
     record("channel_stats")
@@ -101,7 +100,7 @@ def _bn_finalize(
     out = [new_output(C, torch.float32, weight.device) for _ in range(4)]
     unbias = count / max(count - 1.0, 1.0)
     bp, bc = _partial_tile(C)
-    bn_finalize_kernel[(triton.cdiv(C, bc),)](
+    bn_finalize_kernel[(L.cdiv(C, bc),)](
         psum, psumsq, psum.shape[0], C, float(count), weight.float().contiguous(),
         bias.float().contiguous(), running_mean, running_var, out[0], out[1], out[2], out[3],
         float(momentum), float(eps), float(unbias),
@@ -128,7 +127,7 @@ def _affine_act(x2d: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor,
     R, C = x2d.shape
     x2d = x2d.contiguous()
     y = new_output(x2d.shape, x2d.dtype, x2d.device)
-    grid = (triton.cdiv(R, L.ew_rows()), triton.cdiv(C, L.block_c(C)))
+    grid = (L.cdiv(R, L.ew_rows()), L.cdiv(C, L.block_c(C)))
     affine_act_kernel[grid](x2d, scale, shift, y, R, C, ACT=act_code(act),
                             BLOCK_R=L.ew_rows(), BLOCK_C=L.block_c(C), num_warps=L.EW_WARPS)
     record("affine_act")
@@ -147,7 +146,7 @@ def _(x2d, scale, shift, act):
 def _partial_tile(c: int) -> tuple[int, int]:
     """(BLOCK_P, BLOCK_C) of the finalize kernels: 64 partial rows of up to 64
     channels a step, one program per channel block."""
-    return 64, min(64, triton.next_power_of_2(c))
+    return 64, min(64, L.next_power_of_2(c))
 
 
 def _bn_bwd_coefficients(
@@ -159,7 +158,7 @@ def _bn_bwd_coefficients(
     C = pg.shape[1]
     out = [new_output(C, torch.float32, pg.device) for _ in range(4)]
     bp, bc = _partial_tile(C)
-    bn_bwd_coef_kernel[(triton.cdiv(C, bc),)](
+    bn_bwd_coef_kernel[(L.cdiv(C, bc),)](
         pg, pgx, pg.shape[0], C, float(count), mean, invstd, scale, out[0], out[1], out[2], out[3],
         TRAINING=training, BLOCK_P=bp, BLOCK_C=bc, num_warps=4)
     record("bn_bwd_coefficients")
@@ -185,7 +184,7 @@ def _bn_act_bwd_reduce(dy: torch.Tensor, x: torch.Tensor, scale: torch.Tensor,
     progs, per = L.reduction_programs(R, L.ew_rows())
     pg = new_output((progs, C), torch.float32, x.device)
     pgx = new_output((progs, C), torch.float32, x.device)
-    grid = (progs, triton.cdiv(C, L.block_c(C)))
+    grid = (progs, L.cdiv(C, L.block_c(C)))
     bn_act_bwd_reduce_kernel[grid](dy, x, scale, shift, pg, pgx, R, C, per,
                                    ACT=act_code(act), BLOCK_R=L.ew_rows(), BLOCK_C=L.block_c(C),
                                    num_warps=L.EW_WARPS)
@@ -218,7 +217,7 @@ def _bn_act_bwd_apply(dy: torch.Tensor, x: torch.Tensor, scale: torch.Tensor,
     else:
         dx = new_output(full_shape, x.dtype, x.device)
     R = N * h * w
-    grid = (triton.cdiv(R, L.ew_rows()), triton.cdiv(C, L.block_c(C)))
+    grid = (L.cdiv(R, L.ew_rows()), L.cdiv(C, L.block_c(C)))
     bn_act_bwd_apply_kernel[grid](dy, x, scale, shift, a, b, idx if pool else x, dx,
                                   R, C, h, w, H, W, ACT=act_code(act), POOL=pool,
                                   BLOCK_R=L.ew_rows(), BLOCK_C=L.block_c(C), num_warps=L.EW_WARPS)

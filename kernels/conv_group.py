@@ -26,7 +26,6 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import torch
-import triton
 
 from dawnbench_fast import dispatch
 from dawnbench_fast.kernels import bn_act
@@ -61,8 +60,8 @@ def conv_blocks(cin: int, cout: int) -> tuple[int, int, int, int]:
     tiles of at least 16; BLOCK_M is a multiple of 4 (whole pooling windows).
     BLOCK_K 32 with 8 warps: the variants that compile without spills for
     sm_80 and sm_90 (python -m dawnbench_fast.kernels.report)."""
-    bn = min(128, max(16, triton.next_power_of_2(cout)))
-    bk = min(32, max(16, triton.next_power_of_2(cin)))
+    bn = min(128, max(16, L.next_power_of_2(cout)))
+    bk = min(32, max(16, L.next_power_of_2(cin)))
     bm = INTERPRETER_CONV_BLOCK_M if interpreting() else 128
     return bm, bn, bk, 8
 
@@ -77,7 +76,7 @@ def _conv3x3_launch(x, wmat, scale, shift, act, pool, stats, deterministic):
     idx = new_output((N, OH, OW, Cout) if pool else (0,), torch.int8, x.device)
     bm, bn, bk, warps = conv_blocks(Cin, Cout)
     rows = N * OH * OW * (4 if pool else 1)
-    grid = (triton.cdiv(rows, bm), triton.cdiv(Cout, bn))
+    grid = (L.cdiv(rows, bm), L.cdiv(Cout, bn))
     p = (1 if not deterministic else grid[0]) if stats else 0
     alloc = torch.zeros if not deterministic else new_output  # atomics need zeros
     psum = alloc((p, Cout), dtype=torch.float32, device=x.device)
@@ -142,8 +141,8 @@ def _(x, wmat, scale, shift, act, stats, deterministic):
 
 def wgrad_blocks(cin: int, cout: int) -> tuple[int, int, int, int]:
     """(BLOCK_M over Cin, BLOCK_N over Cout, BLOCK_K over pixels, num_warps)."""
-    bm = min(64, max(16, triton.next_power_of_2(cin)))
-    bn = min(64, max(16, triton.next_power_of_2(cout)))
+    bm = min(64, max(16, L.next_power_of_2(cin)))
+    bn = min(64, max(16, L.next_power_of_2(cout)))
     bk = INTERPRETER_WGRAD_BLOCK_K if interpreting() else 64
     return bm, bn, bk, 8  # 8 warps: no spills with the prologue (4 warps spilled)
 
@@ -155,7 +154,7 @@ def _wgrad_splits(pixels: int, tiles: int, bk: int, deterministic: bool) -> int:
         return 1
     if interpreting():
         return INTERPRETER_WGRAD_SPLITS
-    return max(1, min(triton.cdiv(pixels, 8 * bk), triton.cdiv(1056, tiles)))
+    return max(1, min(L.cdiv(pixels, 8 * bk), L.cdiv(1056, tiles)))
 
 
 def _conv3x3_wgrad(x: torch.Tensor, dy: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor,
@@ -169,14 +168,14 @@ def _conv3x3_wgrad(x: torch.Tensor, dy: torch.Tensor, scale: torch.Tensor, shift
     x, dy = x.contiguous(), dy.contiguous().to(x.dtype)
     bm, bn, bk, warps = wgrad_blocks(Cin, Cout)
     pixels = N * H * W
-    splits = _wgrad_splits(pixels, 9 * triton.cdiv(Cin, bm) * triton.cdiv(Cout, bn), bk,
+    splits = _wgrad_splits(pixels, 9 * L.cdiv(Cin, bm) * L.cdiv(Cout, bn), bk,
                            deterministic)
-    per = triton.cdiv(triton.cdiv(pixels, splits), bk) * bk
-    splits = triton.cdiv(pixels, per)
+    per = L.cdiv(L.cdiv(pixels, splits), bk) * bk
+    splits = L.cdiv(pixels, per)
     dw = (torch.zeros((9 * Cin, Cout), device=x.device, dtype=torch.float32) if splits > 1
           else new_output((9 * Cin, Cout), torch.float32, x.device))
     prologue = scale.numel() > 0
-    grid = (9 * triton.cdiv(Cin, bm), triton.cdiv(Cout, bn), splits)
+    grid = (9 * L.cdiv(Cin, bm), L.cdiv(Cout, bn), splits)
     conv3x3_wgrad_kernel[grid](
         x, dy, scale if prologue else dw, shift if prologue else dw, dw, N, H, W, Cin, Cout, per,
         PROLOGUE=prologue, ACT=act_code(act), ATOMIC=splits > 1,

@@ -21,7 +21,6 @@ Tests: tests/ops/test_gemm.py. Costs: kernels/gemm_costs.py.
 from __future__ import annotations
 
 import torch
-import triton
 
 from dawnbench_fast import dispatch
 from dawnbench_fast.kernels import launches as L
@@ -51,7 +50,7 @@ def gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     c = new_output((M, N), a.dtype, a.device)
 
     def grid(meta):
-        return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
+        return (L.cdiv(M, meta["BLOCK_M"]) * L.cdiv(N, meta["BLOCK_N"]),)
 
     gemm_autotuned[grid](a, b, c, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                          c.stride(0), c.stride(1), 0, 0, 1.0, 0.0, HAS_D=False,
@@ -78,7 +77,7 @@ def gemm_axpby(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, alpha: float,
     c = new_output((M, N), a.dtype, a.device)
 
     def grid(meta):
-        return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
+        return (L.cdiv(M, meta["BLOCK_M"]) * L.cdiv(N, meta["BLOCK_N"]),)
 
     b, d = b.to(a.dtype), d.to(a.dtype)
     gemm_autotuned[grid](a, b, c, d, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),

@@ -37,9 +37,9 @@ def test_bounds_are_bytes_over_bandwidth_or_flops_over_peak(capsys):
 def test_a_suite_json_is_read_at_the_recipes_batch(tmp_path, capsys):
     case = f"bn_act fwd+bwd {gpu_bounds.CifarRecipe().act} C=256 @7px b=1536"  # as the suite names it
     suite = {"environment": {"gpu": {"name": "NVIDIA H200"}}, "parts": {"ops": {"cases": [
-        {"op": "bn_act", "case": case, "impl": "torch", "median_ms": 0.5, "status": "ok"},
+        {"op": "bn_act", "case": case, "impl": "torch", "median_ms": 0.5, "kernel_ms": 0.3, "status": "ok"},
         {"op": "bn_act", "case": case, "impl": "torch.compile[inductor]", "median_ms": 0.4, "status": "ok"},
-        {"op": "bn_act", "case": case, "impl": "triton", "median_ms": 0.25, "status": "ok"},
+        {"op": "bn_act", "case": case, "impl": "triton", "median_ms": 0.25, "kernel_ms": 0.2, "status": "ok"},
         {"op": "bn_act", "case": case, "impl": "cuda", "median_ms": None, "status": "error"}]}}}
     path = tmp_path / "suite.json"
     path.write_text(json.dumps(suite))
@@ -50,6 +50,11 @@ def test_a_suite_json_is_read_at_the_recipes_batch(tmp_path, capsys):
     assert cells[10] == "0.50"
     n = 1536 * 256 * 7 * 7  # the best of ours against the measured GPU's bound (8 bf16 passes at 4.8 TB/s)
     assert "best ours / H200 bound" in out and cells[11] == f"{250.0 / (8 * 2 * n / 4.8e12 * 1e6):.1f}x"
+    # the kernels' time a call instead of the eager median: only the faces that recorded one
+    assert gpu_bounds.main(["--measured", str(path), "--times", "kernel"]) == 0
+    out = capsys.readouterr().out
+    cells = _row(out.splitlines(), "bn_act", "C=256 @7px")
+    assert "kernel times" in out and cells[6:10] == ["300.0 us", "", "200.0 us", ""] and cells[10] == "0.67"
 
 
 def test_the_suites_case_names_are_the_bound_tables_keys():
