@@ -229,6 +229,8 @@ def check_args(args: argparse.Namespace) -> list[str]:
     if bad or not parts:
         raise UsageError(f"--only {args.only}: parts are {', '.join(PARTS)}")
     if args.ops:
+        if str(REPO) not in sys.path:  # the catalogue is read from the checkout: the package may
+            sys.path.insert(0, str(REPO))  # not be installed yet (the build part installs it)
         from dawnbench_fast.dispatch import CATALOGUE
 
         unknown = sorted(set(args.ops.split(",")) - set(CATALOGUE))
@@ -278,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             RUNNERS[name](suite, args)
         except Exception as e:  # noqa: BLE001 - one part's failure is recorded; the next still runs
+            if name not in suite.data["parts"]:  # it failed before its record was opened
+                suite.part(name)
             suite.end(name, "failed", f"{type(e).__name__}: {e}")
         if suite.data["parts"][name]["status"] == "failed":
             failed.append(name)

@@ -140,6 +140,21 @@ def test_a_missing_dependency_fails_the_trainer_parts_in_one_line(tmp_path, monk
         assert "runs" not in parts[name]  # the trainer was never started
 
 
+def test_a_part_that_fails_before_opening_its_record_is_recorded(tmp_path, monkeypatch):
+    # the ops part on a machine where the package is not installed yet died on
+    # its first import, before its record existed: a KeyError hid the reason
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.setattr(gpu_suite, "environment", lambda: {"recorded": "now"})
+
+    def dies(suite, args):
+        raise ModuleNotFoundError("No module named 'dawnbench_fast.csrc'")
+
+    monkeypatch.setitem(gpu_suite.RUNNERS, "ops", dies)
+    assert gpu_suite.main(["--out", str(tmp_path), "--dry-run", "--only", "ops", "--ops", "bn_act"]) == 1
+    rec = json.loads((tmp_path / "suite.json").read_text())["parts"]["ops"]
+    assert rec["status"] == "failed" and "dawnbench_fast.csrc" in rec["reason"]
+
+
 PUBLISHED_TABLE = """\
 -----------------------------------------------------------------------------
 |  run     |  epoch  |  train_acc  |  val_acc  |  tta_val_acc  |  time_seconds  |
