@@ -143,7 +143,7 @@ def test_no_import_cycles():
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("dawnbench_fast", "vocabulary", "atomic"),
     ("kernel_winners",),
-    ("dispatch", "layer_ops", "newton_schulz"),
+    ("dispatch", "layer_ops", "newton_schulz", "op_path"),
     ("hardware",),
     ("config",),
     ("data",),
