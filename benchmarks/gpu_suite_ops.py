@@ -25,7 +25,6 @@ and every later case failed, so it is not part of the suite.) A dry run
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -271,27 +270,37 @@ def host_costs(device: torch.device, calls: int = 300) -> dict[str, float | str]
     }
     x = _nchw_cl(8, 64, 3, device, grad=True)
     g, bn = torch.randn_like(x), BatchNorm(64).to(device)
+    ours = set()  # our faces, also timed through their custom ops
     for face in ("torch", "triton", "cuda"):
         if dispatch.unavailable_reason(face, device) is None:
             fn = dispatch.get_op("bn_act", face)
-            pieces[f"bn_act fwd+bwd, {face} face"] = lambda fn=fn: fn(x, bn, "silu").backward(g)
+            name = f"bn_act fwd+bwd, {face} face"
+            pieces[name] = lambda fn=fn: fn(x, bn, "silu").backward(g)
+            if face != "torch":
+                ours.add(name)
     out: dict[str, float | str] = {}
     for name, fn in pieces.items():
-        for path in ("auto", "custom") if name.startswith("bn_act") and "torch" not in name else ("auto",):
-            key = name if path == "auto" else f"{name}, custom-op path"
-            try:
-                with _custom_ops_path() if path == "custom" else contextlib.nullcontext():
-                    for _ in range(20):
-                        fn()
-                    torch.cuda.synchronize()
-                    t0 = time.perf_counter()
-                    for _ in range(calls):
-                        fn()
-                    torch.cuda.synchronize()
-                out[key] = round((time.perf_counter() - t0) / calls * 1e6, 2)
-            except Exception as e:  # noqa: BLE001 - a piece that cannot run here is a finding
-                out[key] = _first_line(e)
+        out[name] = _host_us(fn, calls)
+        if name in ours:
+            with _custom_ops_path():
+                out[f"{name}, custom-op path"] = _host_us(fn, calls)
     return out
+
+
+def _host_us(fn: Callable[[], object], calls: int) -> float | str:
+    """Host microseconds a call of ``fn`` (after 20 warm-up calls), or why it
+    could not run here (one line)."""
+    try:
+        for _ in range(20):
+            fn()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    except Exception as e:  # noqa: BLE001 - a piece that cannot run here is a finding
+        return _first_line(e)
+    return round((time.perf_counter() - t0) / calls * 1e6, 2)
 
 
 def _custom_ops_path():
@@ -322,21 +331,18 @@ def run_face(case: Case, fn: Callable, inputs: dict, ref_out: torch.Tensor | Non
         return rec, out
     one = lambda: case.call(fn, inputs)  # noqa: E731 - the timed call, named once
     rec["median_ms"] = time_cuda(one)
-    extra = [("kernels", kernel_time)]
-    if ours:
-        extra.insert(0, ("median_ms_custom_ops", _timed_on_custom_ops))
-    for key, measure in extra:
+    extra = [("median_ms_custom_ops", _timed_on_custom_ops)] if ours else []
+    for key, measure in extra + [("kernels", kernel_time)]:
         try:
-            got = measure(one)
-            rec.update(got if isinstance(got, dict) else {key: got})
+            rec.update(measure(one))
         except Exception as e:  # noqa: BLE001 - a face that cannot be profiled is a finding
             rec[f"{key}_error"] = _first_line(e)
     return rec, out
 
 
-def _timed_on_custom_ops(fn: Callable[[], object]) -> float:
+def _timed_on_custom_ops(fn: Callable[[], object]) -> dict:
     with _custom_ops_path():
-        return time_cuda(fn)
+        return {"median_ms_custom_ops": time_cuda(fn)}
 
 
 def run_cases(add: Callable[[dict], None], dry_run: bool, deadline: Callable[[], bool],
