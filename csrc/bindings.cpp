@@ -293,6 +293,18 @@ PYBIND11_MODULE(DBF_MODULE_NAME, m) {
       "3x3 conv weight gradient before a 2x2 max-pool: bf16 NHWC in (dY full-size, or with codes "
       "(not 0) the pool's own gradient), fp32 (O, 3, 3, I) out; 2 where dY is not a max-pool's "
       "gradient (see cpu_kernels.h)");
+  m.def("conv3x3_wgrad_amx_supported", []() { return cpu().conv3x3_wgrad_amx_supported(); },
+        "Whether the copy in use has the AMX conv weight gradient and this CPU and OS give AMX tiles");
+  m.def(
+      "conv3x3_wgrad_amx",
+      [](std::uintptr_t x, std::uintptr_t dy, std::uintptr_t dw, int N, int H, int W, int I,
+         int O) {
+        py::gil_scoped_release nogil;
+        return cpu().conv3x3_wgrad_amx(ptr<const uint16_t>(x), ptr<const uint16_t>(dy),
+                                       ptr<float>(dw), N, H, W, I, O);
+      },
+      "3x3 conv weight gradient on AMX tiles, bf16 NHWC in, fp32 (O, 3, 3, I) out (see "
+      "cpu_kernels.h)");
   m.def(
       "conv3x3_dgrad_pooled",
       [](std::uintptr_t dy, std::uintptr_t codes, std::uintptr_t w, std::uintptr_t dx, int N,

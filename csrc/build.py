@@ -38,7 +38,8 @@ BINDINGS_SOURCE = "bindings.cpp"
 # Compiled once per CPU copy (cpu_copies), each in its own namespace.
 CPU_KERNEL_SOURCES = ["bn_act_cpu.cpp", "bn_act_pool_cpu.cpp", "augment_cpu.cpp", "gemm_mma_cpu.cpp",
                       "conv_group_wgrad_cpu.cpp", "conv_group_wgrad_pooled_cpu.cpp",
-                      "conv_group_dgrad_pooled_cpu.cpp", "bias_act_cpu.cpp", "cpu_api.cpp"]
+                      "conv_group_wgrad_amx_cpu.cpp", "conv_group_dgrad_pooled_cpu.cpp",
+                      "bias_act_cpu.cpp", "cpu_api.cpp"]
 CPU_SOURCES = [BINDINGS_SOURCE, *CPU_KERNEL_SOURCES]
 # What the AVX-512 copy is compiled for, and what bindings.cpp checks with
 # __builtin_cpu_supports before it calls that copy (the two lists must agree;

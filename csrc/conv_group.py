@@ -14,7 +14,11 @@ Weight-gradient methods for dW (Cout x Cin*9):
   skipped rather than multiplied by padding;
 - ``aten``: torch's convolution_backward in the input dtype;
 - ``fp32``: torch's convolution_backward on fp32 copies of x and dY;
-- ``im2col``: dY^T (Cout x BHW) @ im2col(x) (BHW x Cin*9), bf16 in, fp32 accumulate.
+- ``im2col``: dY^T (Cout x BHW) @ im2col(x) (BHW x Cin*9), bf16 in, fp32 accumulate;
+- ``amx``: our Intel AMX kernel (csrc/conv_group_wgrad.py over
+  csrc/conv_group_wgrad_amx_cpu.cpp): one tile GEMM per tap over the rows
+  of the images laid end to end with a zero row and column each, bf16 in,
+  fp32 sums.
 
 Our kernel has a variant for the conv whose output feeds a 2x2 max-pool
 (each group's first conv): dY then has one nonzero per pool window and
@@ -32,9 +36,13 @@ of the step on Zen 4, docs/PERFORMANCE.md).
 
 The default, never timed: ``dpbf16`` wherever it applies (bf16, output
 channels a multiple of 16, a CPU with AVX-512 BF16) unless oneDNN has AMX
-tiles, else ``aten``. On AVX-512 BF16 alone (AMD EPYC family 25 model 17, Zen 4) the kernel measured
-1.14-2.3x faster than oneDNN's on every conv of the net; on a Xeon with AMX,
-oneDNN's weight gradient is 1.3-7x faster than it (docs/PERFORMANCE.md).
+tiles; where the CPU and OS give AMX tiles, ``amx`` on maps of at most
+``conv_group_wgrad.AMX_KERNEL_MAX_PIXELS`` (7x7); else ``im2col`` on maps of at most
+``AMX_IM2COL_MAX_PIXELS`` where oneDNN has AMX; else ``aten``. On AVX-512 BF16
+alone (AMD EPYC family 25 model 17, Zen 4) dpbf16 measured 1.14-2.3x faster
+than oneDNN's on every conv of the net; on a Xeon with AMX, oneDNN's weight
+gradient is 1.3-7x faster than it, and ours on AMX tiles 2.7-4.9x faster than
+oneDNN's on the 7x7 and 3x3 maps (docs/PERFORMANCE.md).
 Why fixed and not timed: a choice timed once and cached was poisoned by a
 loaded spell (oneDNN's bf16 weight gradient of 64->256 channels at 15x15 took
 2.0 s with 2 threads against 0.43 s with 1 under load; the cached ``fp32``
@@ -84,7 +92,7 @@ DEFAULT_METHOD = "aten"  # where none of our kernels applies (default_method)
 # the input's nine shifted copies (im2col) took 24-28 ms against 90-111 ms at 256->256 @3, batch
 # 1536 (family 6 model 207, 2026-11-26, interleaved). At 7x7 the two were even: the rule stops there.
 AMX_IM2COL_MAX_PIXELS = 16
-BACKEND_METHODS = ("dpbf16",)  # our kernels (_KERNELS), not torch's
+BACKEND_METHODS = ("dpbf16", "amx")  # our kernels (_KERNELS), not torch's
 REPS = 5  # timed calls per method (medians); methods 1.5x slower than the best stop after one
 MARGIN = 0.10  # another method must beat the default's median by this fraction
 CACHE_VERSION = 1
@@ -93,10 +101,14 @@ _CHOICE: dict[tuple, dict] = {}
 # Forced method for tests and benchmarks (None = the policy decides).
 FORCE: str | None = None
 _POLICY: list[str] = []  # set_wgrad_policy's value; empty: DAWNBENCH_WGRAD or the default
-# Our kernels: name -> (fn(x, g, w), applies(x, w), preferred(x, w)): applies =
-# the kernel can run it; preferred = the default runs it.
+
+
+# Our kernels, in the default's order of preference: name -> (fn(x, g, w),
+# applies(x, w), preferred(x, w)): applies = the kernel can run it; preferred =
+# the default runs it.
 _KERNELS: dict[str, tuple[Callable, Callable, Callable]] = {
-    "dpbf16": (wgrad.conv3x3_wgrad, wgrad.applies, wgrad.preferred)}
+    "dpbf16": (wgrad.conv3x3_wgrad, wgrad.applies, wgrad.preferred),
+    "amx": (wgrad.conv3x3_wgrad_amx, wgrad.amx_applies, wgrad.amx_preferred)}
 # name -> fn(x, g, w) for dY from a 2x2 max-pool.
 _BEFORE_POOL: dict[str, Callable] = {"dpbf16": wgrad.conv3x3_wgrad_pooled}
 _BEFORE_POOL_RAN: set[tuple] = set()  # (x shape, w shape, dtype) where it ran: run.json
@@ -133,7 +145,7 @@ def _wgrad_im2col(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> torch.Te
 
 # dpbf16 raises a one-line ValueError where the kernel cannot run (forced there).
 _METHODS = {"aten": _wgrad_aten, "fp32": _wgrad_fp32, "im2col": _wgrad_im2col,
-            "dpbf16": wgrad.conv3x3_wgrad}
+            "dpbf16": wgrad.conv3x3_wgrad, "amx": wgrad.conv3x3_wgrad_amx}
 
 
 def default_method(x: torch.Tensor, w: torch.Tensor) -> str:

@@ -24,6 +24,16 @@ def conv3x3_wgrad_cost(shapes, dtypes, concrete=None):
     return flops, arg_bytes(x, dtypes[0]) + arg_bytes(g, dtypes[1]) + arg_bytes(w, dtypes[2])
 
 
+def conv3x3_wgrad_amx_cost(shapes, dtypes, concrete=None):
+    """The AMX weight gradient: the products it computes, over every position
+    of the maps with their zero row and column (2 x N (H+1) (W+1) Cin Cout 9:
+    1.31x aten's count at 7x7); reads x and dY, writes dW."""
+    x, g, w = shapes[0], shapes[1], shapes[2]
+    rows = g[0] * (g[2] + 1) * (g[3] + 1) if len(g) == 4 else 0
+    flops = 2 * rows * (g[1] if len(g) > 1 else 0) * (w[1] if len(w) > 1 else 0) * 9
+    return flops, arg_bytes(x, dtypes[0]) + arg_bytes(g, dtypes[1]) + arg_bytes(w, dtypes[2])
+
+
 def conv3x3_wgrad_pooled_cost(shapes, dtypes, concrete=None):
     """The weight gradient before a 2x2 max-pool: the products it computes,
     one per pool window (2 x N floor(H/2) floor(W/2) Cin Cout 9, border taps
@@ -82,6 +92,7 @@ def conv3x3_dgrad_from_pool_cost(shapes, dtypes, concrete=None):
 COSTS = {
     "dawnbench::csrc_conv3x3_wgrad": (conv3x3_wgrad_cost, True),
     "dawnbench::csrc_conv3x3_wgrad_pooled": (conv3x3_wgrad_pooled_cost, True),
+    "dawnbench::csrc_conv3x3_wgrad_amx": (conv3x3_wgrad_amx_cost, True),
     "dawnbench::csrc_conv3x3_dgrad_pooled": (conv3x3_dgrad_pooled_cost, True),
     "dawnbench::csrc_conv3x3_wgrad_from_pool": (conv3x3_wgrad_from_pool_cost, True),
     "dawnbench::csrc_conv3x3_dgrad_from_pool": (conv3x3_dgrad_from_pool_cost, True),

@@ -159,5 +159,61 @@ def _(x, dp, codes, w):
     return torch.empty_like(w, memory_format=torch.contiguous_format)
 
 
+# Where the CPU and OS give AMX tiles, our AMX kernel (csrc/conv_group_wgrad_amx_cpu.cpp) on maps
+# of this many pixels or fewer. Interleaved with oneDNN's at batch 1536 (family 6 model 207,
+# 2026-11-26; times per round over the forward's of the same shape): 256->256 @7 1.37 against
+# 4.17, @3 1.55 against 7.52 (im2col 2.05); at 15x15 even with oneDNN (64->256 2.26 against 2.35),
+# at 31x31 slower (2.6 against 1.7): the default stops at 7x7 (amx_preferred).
+AMX_KERNEL_MAX_PIXELS = 49
+
+
+def amx_supported() -> bool:
+    """Whether the C++ build in use has the AMX weight gradient and this CPU
+    and OS give it AMX tiles (CPUID and Linux's arch_prctl permission)."""
+    try:
+        return bool(native.load().conv3x3_wgrad_amx_supported())
+    except native.NativeUnavailable:
+        return False
+
+
+def amx_applies(x: torch.Tensor, w: torch.Tensor) -> bool:
+    """The shapes and dtypes the AMX kernel takes (any channel counts)."""
+    return (x.dtype == torch.bfloat16 and w.dtype == torch.bfloat16 and x.device.type == "cpu"
+            and x.dim() == 4 and tuple(w.shape[1:]) == (x.shape[1], 3, 3) and amx_supported())
+
+
+def amx_preferred(x: torch.Tensor, w: torch.Tensor) -> bool:
+    """Where the default runs the AMX kernel: it applies and the map is small."""
+    return x.dim() == 4 and x.shape[2] * x.shape[3] <= AMX_KERNEL_MAX_PIXELS and amx_applies(x, w)
+
+
+@torch.library.custom_op("dawnbench::csrc_conv3x3_wgrad_amx", mutates_args=())
+def conv3x3_wgrad_amx(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """dW of y = conv2d(x, w, padding=1) given dY = g on Intel AMX tiles
+    (csrc/conv_group_wgrad_amx_cpu.cpp: one GEMM per tap over the images' rows
+    with a zero row and column each; bf16 products summed in fp32, rounded
+    once to w's dtype)."""
+    if not amx_applies(x, w) or g.dtype != x.dtype:
+        raise ValueError(f"conv3x3_wgrad_amx takes bf16 CPU x, dY and w on a CPU and OS with AMX "
+                         f"tiles, not x {x.dtype} {list(x.shape)}, dY {g.dtype}, w {w.dtype} "
+                         f"{list(w.shape)}")
+    n, cin, h, wd = x.shape
+    if tuple(g.shape) != (n, w.shape[0], h, wd):
+        raise ValueError(f"conv3x3_wgrad_amx: dY {list(g.shape)} does not match x {list(x.shape)} "
+                         f"and w {list(w.shape)} (stride 1, padding 1)")
+    x, g = (t.contiguous(memory_format=torch.channels_last) for t in (x, g))
+    dw = new_output((w.shape[0], 3, 3, cin), torch.float32, x.device)
+    rc = native.load().conv3x3_wgrad_amx(x.data_ptr(), g.data_ptr(), dw.data_ptr(), n, h, wd, cin,
+                                         w.shape[0])
+    if rc != 0:
+        raise RuntimeError("conv3x3_wgrad_amx refused its arguments (see cpu_kernels.h)")
+    return dw.permute(0, 3, 1, 2).to(w.dtype, memory_format=torch.contiguous_format)
+
+
+@conv3x3_wgrad_amx.register_fake
+def _(x, g, w):
+    return torch.empty_like(w, memory_format=torch.contiguous_format)
+
+
 # The roofline's FLOP/byte formulas of these ops (csrc/conv_group_costs.py), also for FlopCounterMode.
 register_flop_formulas(COSTS)

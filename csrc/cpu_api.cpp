@@ -17,6 +17,7 @@ extern "C" const dbf::CpuApi* DBF_CPU_API_GETTER(DBF_CPU_ISA)() {
       c::nhwc_kernels_vectorised, c::nhwc_last_pass_seconds, c::augment,
       c::gemm_mma_emulated,    c::float_to_16bit,         c::float_from_16bit,
       c::conv3x3_wgrad_supported, c::conv3x3_wgrad_bf16, c::conv3x3_wgrad_pooled,
+      c::conv3x3_wgrad_amx_supported, c::conv3x3_wgrad_amx,
       c::conv3x3_dgrad_pooled,
       c::bias_act_forward,     c::bias_act_backward,
   };

@@ -80,6 +80,15 @@ bool conv3x3_wgrad_supported();
 int conv3x3_wgrad_bf16(const uint16_t* x, const uint16_t* dy, float* dw, uint32_t* xp,
                        uint32_t* dyp, int N, int H, int W, int I, int O);
 
+// The same weight gradient with Intel AMX tiles (conv_group_wgrad_amx_cpu.cpp):
+// x (N, H, W, I) and dy (N, H, W, O) bf16 NHWC, dw (O, 3, 3, I) fp32.
+// Returns 0, or 1 where this copy has no AVX-512, the CPU or the OS gives no
+// AMX tiles, or a 32-bit gather index would overflow. Workspaces are the
+// kernel's own (kept across calls); calls are serialised.
+bool conv3x3_wgrad_amx_supported();
+int conv3x3_wgrad_amx(const uint16_t* x, const uint16_t* dy, float* dw, int N, int H, int W, int I,
+                      int O);
+
 // The same weight gradient where the conv's output feeds a 2x2 / stride-2
 // max-pool, so dy holds at most one nonzero per pool window and channel
 // (conv_group_wgrad_pooled_cpu.cpp): only those are summed, in fp32. dw (O, 3, 3, I)
@@ -151,6 +160,8 @@ struct CpuApi {
   decltype(&cpu::conv3x3_wgrad_supported) conv3x3_wgrad_supported;
   decltype(&cpu::conv3x3_wgrad_bf16) conv3x3_wgrad_bf16;
   decltype(&cpu::conv3x3_wgrad_pooled) conv3x3_wgrad_pooled;
+  decltype(&cpu::conv3x3_wgrad_amx_supported) conv3x3_wgrad_amx_supported;
+  decltype(&cpu::conv3x3_wgrad_amx) conv3x3_wgrad_amx;
   decltype(&cpu::conv3x3_dgrad_pooled) conv3x3_dgrad_pooled;
   decltype(&cpu::bias_act_forward) bias_act_forward;
   decltype(&cpu::bias_act_backward) bias_act_backward;

@@ -48,7 +48,7 @@ MODEL_ACTIVATIONS: tuple[str, ...] = ("gelu", "relu", "silu")
 # The CPU conv weight-gradient methods (csrc/conv_group.py says what each is)
 # and the policies that choose among them: the recipe's ``conv_wgrad`` field
 # and DAWNBENCH_WGRAD name them.
-WGRAD_METHODS: tuple[str, ...] = ("aten", "fp32", "im2col", "dpbf16")
+WGRAD_METHODS: tuple[str, ...] = ("aten", "fp32", "im2col", "dpbf16", "amx")
 WGRAD_POLICIES: tuple[str, ...] = ("auto", "frozen", *WGRAD_METHODS)
 # The data-gradient methods of a conv before a 2x2 max-pool
 # (csrc/conv_group_dgrad.py): the recipe's ``conv_dgrad`` and DAWNBENCH_DGRAD.

@@ -114,6 +114,7 @@ def test_forcing_dpbf16_where_it_cannot_run_is_a_one_line_error(monkeypatch):
     in one line naming what it needs; the default never picks it there."""
     monkeypatch.setattr(conv_group, "_CHOICE", {})
     monkeypatch.setattr(conv_group_wgrad, "supported", lambda: False)
+    monkeypatch.setattr(conv_group_wgrad, "amx_supported", lambda: False)  # nor AMX tiles
     x, g, w = inputs(2, 4, 16, 5, 5, seed=8)
     assert conv_group.default_method(x, w) == "aten"
     monkeypatch.setenv("DAWNBENCH_WGRAD", "dpbf16")

@@ -106,6 +106,7 @@ CALLS = {
                                                                 "gelu"),
     "dawnbench::csrc_conv3x3_wgrad": lambda: _wgrad_call(),
     "dawnbench::csrc_conv3x3_wgrad_pooled": lambda: _wgrad_call(pooled=True),
+    "dawnbench::csrc_conv3x3_wgrad_amx": lambda: _wgrad_amx_call(),
     "dawnbench::csrc_conv3x3_dgrad_pooled": lambda: D.csrc_conv3x3_dgrad_pooled(
         F.max_unpool2d(*F.max_pool2d(_r(3, 16, 4, 6), 2, return_indices=True), 2,
                        output_size=(4, 6)).bfloat16(), _r(16, 5, 3, 3, dtype=torch.bfloat16)),
@@ -127,6 +128,15 @@ def _wgrad_call(pooled: bool = False, from_pool: bool = False):
         return D.csrc_conv3x3_wgrad_from_pool(x, _r(3, 16, 2, 3, dtype=torch.bfloat16), codes, w)
     op = D.csrc_conv3x3_wgrad_pooled if pooled else D.csrc_conv3x3_wgrad
     return op(x, _r(3, 16, 4, 6, dtype=torch.bfloat16), w)
+
+
+def _wgrad_amx_call():
+    from dawnbench_fast.csrc import conv_group_wgrad
+
+    if not conv_group_wgrad.amx_supported():
+        pytest.skip("the AMX weight gradient needs AMX tiles and the C++ build")
+    x, w = _r(3, 5, 4, 6, dtype=torch.bfloat16), _r(16, 5, 3, 3, dtype=torch.bfloat16)
+    return D.csrc_conv3x3_wgrad_amx(x, _r(3, 16, 4, 6, dtype=torch.bfloat16), w)
 
 
 def _flop_counts(fn) -> dict[str, int]:
