@@ -11,8 +11,10 @@ csrc/conv_group.py, e.g. ``hiverge:wgrad=aten`` against ``hiverge``'s
 default; ``dgrad=aten`` the before-pool data gradient's (default ``pooled``),
 csrc/conv_group_dgrad.py; ``handoff=off`` the first conv and the fused pool
 as two autograd nodes with the full-size dY between them,
-csrc/conv_group.py's POOL_HANDOFF); ``BENCH_ARMS`` lists them, whitespace-separated (default
-``dawnbench_fast hiverge``). Each arm gets its own trainer at its recipe's
+csrc/conv_group.py's POOL_HANDOFF; ``amx=off`` the default without our AMX
+weight gradient, as on a CPU without AMX tiles, csrc/conv_group_wgrad.py);
+``BENCH_ARMS`` lists them, whitespace-separated (default ``dawnbench_fast
+hiverge``). Each arm gets its own trainer at its recipe's
 batch size and two warm-up steps, then ``BENCH_ROUNDS`` timed steps (default
 5) on the same batch; each arm's rounds run back to back (the script before
 alternated the arms within each round, so that a drift of the machine's
@@ -49,14 +51,14 @@ ROUNDS = env_int("BENCH_ROUNDS", 5)
 FULL_TRAIN = 50_000
 
 
-KNOBS = ("wgrad", "dgrad", "handoff")  # an arm's settings that are no recipe field
+KNOBS = ("wgrad", "dgrad", "handoff", "amx")  # an arm's settings that are no recipe field
 
 
-def arm_config(arm: str) -> tuple[Config, str | None, str | None, str | None]:
+def arm_config(arm: str) -> tuple[Config, str | None, str | None, str | None, str | None]:
     """``RECIPE[:field=value,...]`` as a config (kernels: cpu), the forced
     weight-gradient method (``wgrad=``, else None), the before-pool data
     gradient's method (``dgrad=aten|pooled``, csrc/conv_group_dgrad.py, else
-    None: its default) and ``handoff=on|off`` (else None: on). A value may
+    None: its default), ``handoff=on|off`` and ``amx=on|off`` (else None: on). A value may
     hold commas (``widths=48,256,256``): a new field starts only at ``,name=``."""
     name, _, sets = arm.partition(":")
     cfg = dataclasses.replace(Config(), **RECIPES[name], kernels="cpu")
@@ -70,8 +72,11 @@ def arm_config(arm: str) -> tuple[Config, str | None, str | None, str | None]:
 def test_recipe_step(benchmark, cifar10, arm, monkeypatch):
     if (reason := dispatch.unavailable_reason("cpu", torch.device("cpu"))) is not None:
         pytest.skip(f"--kernels cpu unavailable here: {reason}")
-    cfg, wgrad, dgrad, handoff = arm_config(arm)
+    cfg, wgrad, dgrad, handoff, amx = arm_config(arm)
     monkeypatch.setattr(conv_group, "FORCE", wgrad)
+    monkeypatch.setattr(conv_group, "_CHOICE", {})  # this arm's own default choices
+    if amx == "off":
+        monkeypatch.setattr(conv_group.wgrad, "amx_supported", lambda: False)
     monkeypatch.setattr(conv_group, "POOL_HANDOFF", handoff != "off")
     conv_group_dgrad.set_dgrad_method(dgrad)  # None: the default (or DAWNBENCH_DGRAD)
     cfg, _ = with_resolved_precision(dataclasses.replace(cfg, subset=cfg.batch_size * 3), torch.device("cpu"))
