@@ -27,6 +27,13 @@ in csrc/conv_group_dgrad.py if it wins:
 
     python -m pytest benchmarks/bench_conv_shapes.py -k dgrad_pooled --benchmark-only
 
+``test_wgrad_amx_interleaved``: where the CPU has AMX tiles, our AMX weight
+gradient (csrc/conv_group_wgrad_amx_cpu.cpp, the default there on maps of at
+most 7x7) with the forward and oneDNN's weight gradient in every round
+(docs/journal/2026-11-26-amx-weight-gradient-kernel.md):
+
+    python -m pytest benchmarks/bench_conv_shapes.py -k amx_interleaved --benchmark-only
+
 Winograd F(2x2, 3x3) for 256 -> 256 channels at 7 x 7: each image becomes
 4 x 4 tiles of 4 x 4 transformed pixels (16 tile positions x 16 tiles), so
 the convolution becomes 16 GEMMs of (batch x 16) x 256 by 256 x 256: 0.58 of
@@ -37,6 +44,9 @@ not faster than the direct convolution, no transform can make Winograd pay.
 """
 
 from __future__ import annotations
+
+import statistics
+import time
 
 import pytest
 import torch
@@ -145,3 +155,42 @@ def test_winograd_gemm_256_at_7(benchmark, product):
     fn = {"fwd": lambda: torch.bmm(v, u), "dgrad": lambda: torch.bmm(m, u.transpose(1, 2)),
           "wgrad": lambda: torch.bmm(v.transpose(1, 2), m)}[product]
     _record(benchmark, gflop, fn)
+
+
+@pytest.mark.parametrize("cin, cout, side", SHAPES, ids=[f"{a}to{b}@{s}" for a, b, s in SHAPES])
+def test_wgrad_amx_interleaved(benchmark, cin, cout, side):
+    """The AMX weight gradient (csrc/conv_group_wgrad_amx_cpu.cpp) timed with
+    the forward and oneDNN's weight gradient (and im2col on maps of at most
+    16 pixels) of the same shape in every round, just before it, in
+    alternating order: a shared host's speed moves 2-3x between minutes, so
+    ``extra_info`` holds each one's median and the per-round medians of each
+    time over the forward's (the comparison that survives the drift)."""
+    from dawnbench_fast.csrc import conv_group, conv_group_wgrad
+
+    if not conv_group_wgrad.amx_supported():
+        pytest.skip("needs the C++ build and a CPU and OS with AMX tiles")
+    benchmark.group = f"conv3x3 {cin}->{cout} @{side} weight gradients interleaved, batch {BATCH}, bf16"
+    x, w, dy = _bf16_cl(BATCH, cin, side, side), _bf16_cl(cout, cin, 3, 3), _bf16_cl(BATCH, cout, side, side)
+    others = {"fwd": lambda: F.conv2d(x, w, padding=1), "aten": lambda: conv_group._METHODS["aten"](x, dy, w)}
+    if side * side <= 16:
+        others["im2col"] = lambda: conv_group._METHODS["im2col"](x, dy, w)
+    times: dict[str, list[float]] = {k: [] for k in others}
+    ours = lambda: conv_group_wgrad.conv3x3_wgrad_amx(x, dy, w)  # noqa: E731
+
+    def before_each_round():
+        order = list(others) if len(times["fwd"]) % 2 else list(others)[::-1]
+        for name in order:
+            t0 = time.perf_counter()
+            others[name]()
+            times[name].append(time.perf_counter() - t0)
+
+    for fn in (*others.values(), ours):
+        fn()  # warm-up: oneDNN's primitives, the kernel's workspaces
+    benchmark.pedantic(ours, setup=before_each_round, rounds=ROUNDS, iterations=1)
+    ours_s = [benchmark.stats.stats.data[i] for i in range(len(times["fwd"]))]
+    med = statistics.median
+    benchmark.extra_info.update(
+        {f"{k}_median_ms": round(1e3 * med(v), 2) for k, v in times.items()}
+        | {f"{k}_over_fwd": round(med(a / f for a, f in zip(v, times["fwd"], strict=True)), 3)
+           for k, v in (("aten", times["aten"]), ("im2col", times.get("im2col", [])), ("amx", ours_s)) if v}
+        | {"gflop": round(2 * BATCH * side * side * cin * cout * 9 / 1e9, 2)})
