@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Callable
 
 import torch
 
@@ -31,19 +32,28 @@ from dawnbench_fast.hardware.machine import cpu_flags
 from dawnbench_fast.roofline.registry import register_flop_formulas
 
 
-def supported() -> bool:
-    """Whether the C++ build in use has the kernel and this CPU runs it."""
+def _native_says(check: str) -> bool:
+    """The C++ build's answer to ``check()``; False without a build."""
     try:
-        return bool(native.load().conv3x3_wgrad_supported())
+        return bool(getattr(native.load(), check)())
     except native.NativeUnavailable:
         return False
 
 
+def supported() -> bool:
+    """Whether the C++ build in use has the kernel and this CPU runs it."""
+    return _native_says("conv3x3_wgrad_supported")
+
+
+def _bf16_3x3(x: torch.Tensor, w: torch.Tensor) -> bool:
+    """bf16 CPU x and a 3x3 w over x's channels: what every kernel here takes."""
+    return (x.dtype == torch.bfloat16 and w.dtype == torch.bfloat16 and x.device.type == "cpu"
+            and x.dim() == 4 and tuple(w.shape[1:]) == (x.shape[1], 3, 3))
+
+
 def applies(x: torch.Tensor, w: torch.Tensor) -> bool:
     """The shapes and dtypes the kernel takes (the caller falls back to aten)."""
-    return (x.dtype == torch.bfloat16 and w.dtype == torch.bfloat16 and x.device.type == "cpu"
-            and x.dim() == 4 and tuple(w.shape[1:]) == (x.shape[1], 3, 3)
-            and w.shape[0] % 16 == 0 and supported())
+    return _bf16_3x3(x, w) and w.shape[0] % 16 == 0 and supported()
 
 
 @functools.cache
@@ -63,15 +73,17 @@ def preferred(x: torch.Tensor, w: torch.Tensor) -> bool:
     return applies(x, w) and not onednn_has_amx()
 
 
-def _checked(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """x and g in channels_last, or a ValueError naming what the kernels cannot take."""
-    if not applies(x, w) or g.dtype != x.dtype:
-        raise ValueError(f"conv3x3_wgrad takes bf16 CPU x, dY and w with output channels a "
-                         f"multiple of 16 on a CPU with AVX-512 BF16, not x {x.dtype} "
+def _checked(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor, op: str = "conv3x3_wgrad",
+             takes: Callable = applies,
+             needs: str = "with output channels a multiple of 16 on a CPU with AVX-512 BF16",
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+    """x and g in channels_last, or a ValueError naming what ``op`` cannot take."""
+    if not takes(x, w) or g.dtype != x.dtype:
+        raise ValueError(f"{op} takes bf16 CPU x, dY and w {needs}, not x {x.dtype} "
                          f"{list(x.shape)}, dY {g.dtype}, w {w.dtype} {list(w.shape)}")
     n, _, h, wd = x.shape
     if tuple(g.shape) != (n, w.shape[0], h, wd):
-        raise ValueError(f"conv3x3_wgrad: dY {list(g.shape)} does not match x {list(x.shape)} "
+        raise ValueError(f"{op}: dY {list(g.shape)} does not match x {list(x.shape)} "
                          f"and w {list(w.shape)} (stride 1, padding 1)")
     return x.contiguous(memory_format=torch.channels_last), g.contiguous(memory_format=torch.channels_last)
 
@@ -170,16 +182,12 @@ AMX_KERNEL_MAX_PIXELS = 49
 def amx_supported() -> bool:
     """Whether the C++ build in use has the AMX weight gradient and this CPU
     and OS give it AMX tiles (CPUID and Linux's arch_prctl permission)."""
-    try:
-        return bool(native.load().conv3x3_wgrad_amx_supported())
-    except native.NativeUnavailable:
-        return False
+    return _native_says("conv3x3_wgrad_amx_supported")
 
 
 def amx_applies(x: torch.Tensor, w: torch.Tensor) -> bool:
     """The shapes and dtypes the AMX kernel takes (any channel counts)."""
-    return (x.dtype == torch.bfloat16 and w.dtype == torch.bfloat16 and x.device.type == "cpu"
-            and x.dim() == 4 and tuple(w.shape[1:]) == (x.shape[1], 3, 3) and amx_supported())
+    return _bf16_3x3(x, w) and amx_supported()
 
 
 def amx_preferred(x: torch.Tensor, w: torch.Tensor) -> bool:
@@ -193,15 +201,8 @@ def conv3x3_wgrad_amx(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> torc
     (csrc/conv_group_wgrad_amx_cpu.cpp: one GEMM per tap over the images' rows
     with a zero row and column each; bf16 products summed in fp32, rounded
     once to w's dtype)."""
-    if not amx_applies(x, w) or g.dtype != x.dtype:
-        raise ValueError(f"conv3x3_wgrad_amx takes bf16 CPU x, dY and w on a CPU and OS with AMX "
-                         f"tiles, not x {x.dtype} {list(x.shape)}, dY {g.dtype}, w {w.dtype} "
-                         f"{list(w.shape)}")
+    x, g = _checked(x, g, w, "conv3x3_wgrad_amx", amx_applies, "on a CPU and OS with AMX tiles")
     n, cin, h, wd = x.shape
-    if tuple(g.shape) != (n, w.shape[0], h, wd):
-        raise ValueError(f"conv3x3_wgrad_amx: dY {list(g.shape)} does not match x {list(x.shape)} "
-                         f"and w {list(w.shape)} (stride 1, padding 1)")
-    x, g = (t.contiguous(memory_format=torch.channels_last) for t in (x, g))
     dw = new_output((w.shape[0], 3, 3, cin), torch.float32, x.device)
     rc = native.load().conv3x3_wgrad_amx(x.data_ptr(), g.data_ptr(), dw.data_ptr(), n, h, wd, cin,
                                          w.shape[0])

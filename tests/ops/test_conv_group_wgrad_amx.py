@@ -12,9 +12,8 @@ blocks, odd ones on the transposed operand (the smaller channel count: dY in
 one orientation, x in the other); non-square maps, 1x1 and 2x3 maps (taps
 that reach no pixel); a batch spanning several 1024-row chunks.
 
-Tolerance, per element: bf16 products summed in fp32, the result rounded to
-bf16 once, so |got - ref| <= 2^-8 |ref| (the final rounding) plus 2^-16 times
-the sum of |products| (fp32 summation, generous for these sizes).
+Tolerance: tests/support/wgrad_cases.py's bound (bf16 products summed in
+fp32, rounded to bf16 once), as for the dpbf16 kernel.
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ import zlib
 
 import pytest
 import torch
+from support.wgrad_cases import error_over_bound, inputs
 
 from dawnbench_fast.csrc import conv_group, conv_group_wgrad
 
@@ -34,28 +34,9 @@ SHAPES = [(3, 5, 16, 7, 9), (1, 24, 48, 1, 1), (2, 13, 80, 2, 3), (17, 13, 80, 1
           (4, 64, 64, 3, 3), (6, 33, 17, 5, 4), (5, 40, 24, 7, 7)]
 
 
-def inputs(n, cin, cout, h, w, seed):
-    gen = torch.Generator().manual_seed(seed)
-    x = torch.randn(n, cin, h, w, generator=gen).bfloat16().contiguous(memory_format=torch.channels_last)
-    g = torch.randn(n, cout, h, w, generator=gen).bfloat16().contiguous(memory_format=torch.channels_last)
-    wt = (torch.randn(cout, cin, 3, 3, generator=gen) / (3 * cin**0.5)).bfloat16()
-    return x, g, wt
-
-
-def reference(x, g, w):
-    """(dW, sum of |products|) in float64."""
-    def wgrad(a, b):
-        return torch.ops.aten.convolution_backward(
-            b, a, w.double(), None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [False, True, False])[1]
-    return wgrad(x.double(), g.double()), wgrad(x.double().abs(), g.double().abs())
-
-
 def assert_close(got, x, g, w):
     assert got.shape == w.shape and got.dtype == torch.bfloat16 and got.is_contiguous()
-    want, magnitude = reference(x, g, w)
-    err = (got.double() - want).abs()
-    bound = 2.0**-8 * want.abs() + 2.0**-16 * magnitude + 1e-30
-    worst = (err / bound).max().item()
+    worst = error_over_bound(got, x, g, w)
     assert worst <= 1.0, f"error {worst:.2f}x the bound"
 
 

@@ -26,9 +26,9 @@ import torch
 import torch.nn.functional as F
 from support.poison import poison_new_output
 from support.pool_grads import channels_last, pool_grad
+from support.wgrad_cases import reference
 
 from dawnbench_fast.csrc import conv_group, conv_group_wgrad
-from ops.test_conv_group_wgrad import reference
 
 pytestmark = pytest.mark.skipif(not conv_group_wgrad.supported(),
                                 reason="needs the C++ build and a CPU with AVX-512 BF16")
