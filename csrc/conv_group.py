@@ -41,8 +41,9 @@ tiles; where the CPU and OS give AMX tiles, ``amx`` on maps of at most
 ``AMX_IM2COL_MAX_PIXELS`` where oneDNN has AMX; else ``aten``. On AVX-512 BF16
 alone (AMD EPYC family 25 model 17, Zen 4) dpbf16 measured 1.14-2.3x faster
 than oneDNN's on every conv of the net; on a Xeon with AMX, oneDNN's weight
-gradient is 1.3-7x faster than it, and ours on AMX tiles 2.7-4.9x faster than
-oneDNN's on the 7x7 and 3x3 maps (docs/PERFORMANCE.md).
+gradient is 1.3-7x faster than it, and ours on AMX tiles 3.0x (7x7) and 4.9x
+(3x3) faster than oneDNN's (per-round times over the forward's, one session;
+docs/PERFORMANCE.md).
 Why fixed and not timed: a choice timed once and cached was poisoned by a
 loaded spell (oneDNN's bf16 weight gradient of 64->256 channels at 15x15 took
 2.0 s with 2 threads against 0.43 s with 1 under load; the cached ``fp32``
