@@ -61,7 +61,7 @@ namespace cpu {
 #if DBF_AMX_BUILT
 namespace {
 
-constexpr int kChunk = 1024;  // rows of one K chunk: A's 32-channel slab 64 KB, B's 64 KB  // rows of one K chunk (GT's slab: 32 o x (KC + halo) bf16, 66 KB)
+constexpr int kChunk = 1024;  // rows of one K chunk: A's 32-channel slab 64 KB, B's 64 KB
 constexpr int kTaps = 9;
 
 // The 64-byte tile configuration LDTILECFG reads (palette 1).
