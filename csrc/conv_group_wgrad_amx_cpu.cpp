@@ -35,11 +35,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <new>
-#include <cstdlib>
-#include <vector>
 
 #include "cpu_kernels.h"
 
@@ -103,7 +102,7 @@ struct Buffer {
 // Rows and channel counts of the two operands (A transposed, B paired).
 struct Geo {
   int N, H, W, W1, Ca, Cb, Ap, Bp, Mb;
-  long P, R, chunks, Lg, pair_rows;
+  long P, R, chunks, pair_rows;
   Geo(int n, int h, int w, int ca, int cb) : N(n), H(h), W(w), Ca(ca), Cb(cb) {
     W1 = w + 1;
     P = static_cast<long>(h + 1) * W1;
@@ -112,7 +111,6 @@ struct Geo {
     Ap = (ca + 31) / 32 * 32;
     Bp = (cb + 31) / 32 * 32;
     Mb = (w + 2) / 2 + 1;  // pair rows around B's: the largest shift |d| is W + 2 rows
-    Lg = kChunk;
     pair_rows = Mb + chunks * kChunk / 2 + Mb;
   }
   // The source pixel of row r, or -1 at a zero position (or outside the rows).
@@ -130,11 +128,10 @@ struct Geo {
 // fetching one (c, c+1) pair of 16 rows.
 DBF_AMX_TARGET void pack_transposed(const uint16_t* a, uint16_t* at, const Geo& g) {
   const int pairs = g.Ca / 2, odd = g.Ca & 1;
-  const long groups = g.Lg / 16;
 #pragma omp parallel for schedule(static)
   for (long ch = 0; ch < g.chunks; ++ch) {
-    uint16_t* slab = at + ch * g.Ap * g.Lg;
-    for (long j = 0; j < groups; ++j) {
+    uint16_t* slab = at + ch * g.Ap * kChunk;
+    for (long j = 0; j < kChunk / 16; ++j) {
       alignas(64) int idx[16];
       unsigned mask = 0;
       for (int k = 0; k < 16; ++k) {
@@ -147,13 +144,13 @@ DBF_AMX_TARGET void pack_transposed(const uint16_t* a, uint16_t* at, const Geo& 
       for (int q = 0; q < pairs; ++q) {  // scale 2: the index counts bf16, the gather reads 32 bits
         const __m512i v = _mm512_mask_i32gather_epi32(
             _mm512_setzero_si512(), m, _mm512_add_epi32(base, _mm512_set1_epi32(2 * q)), a, 2);
-        uint16_t* dst = slab + (2L * q) * g.Lg + j * 16;
+        uint16_t* dst = slab + (2L * q) * kChunk + j * 16;
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm512_cvtepi32_epi16(v));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + g.Lg),
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + kChunk),
                             _mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16)));
       }
       for (int c = 2 * pairs; c < g.Ap; ++c) {  // an odd last channel, then the zero padding
-        uint16_t* dst = slab + static_cast<long>(c) * g.Lg + j * 16;
+        uint16_t* dst = slab + static_cast<long>(c) * kChunk + j * 16;
         for (int k = 0; k < 16; ++k)
           dst[k] = (odd && c == g.Ca - 1 && (mask >> k & 1u)) ? a[idx[k] + c] : 0;
       }
@@ -193,7 +190,7 @@ DBF_AMX_TARGET void gemm(const uint16_t* at, const uint32_t* even, const uint32_
     const int e = sign * ((t / 3 - 1) * g.W1 + (t % 3 - 1));
     bstart[t] = ((e & 1) ? odd + ((e - 1) / 2 + g.Mb) * static_cast<long>(g.Bp) : even + (e / 2 + g.Mb) * static_cast<long>(g.Bp));
   }
-  const long a_stride = g.Lg * 2, b_stride = static_cast<long>(g.Bp) * 4, c_stride = b_stride;
+  const long a_stride = kChunk * 2, b_stride = static_cast<long>(g.Bp) * 4, c_stride = b_stride;
   const int bblocks = g.Bp / 32, items = g.Ap / 32 * bblocks;
 #pragma omp parallel
   {
@@ -207,7 +204,7 @@ DBF_AMX_TARGET void gemm(const uint16_t* at, const uint32_t* even, const uint32_
     const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
     const int i0 = items * tid / nt, i1 = items * (tid + 1) / nt;  // this thread's blocks
     for (long ch = 0; ch < g.chunks; ++ch) {
-      const uint16_t* slab = at + ch * g.Ap * g.Lg;
+      const uint16_t* slab = at + ch * g.Ap * kChunk;
       const long bs = ch * (kChunk / 2) * static_cast<long>(g.Bp);
       for (int item = i0; item < i1; ++item) {
         const int ra = item / bblocks * 32, cb = item % bblocks * 32;
@@ -217,11 +214,11 @@ DBF_AMX_TARGET void gemm(const uint16_t* at, const uint32_t* even, const uint32_
           _tile_loadd(1, c + 16, c_stride);
           _tile_loadd(2, c + 16L * g.Bp, c_stride);
           _tile_loadd(3, c + 16L * g.Bp + 16, c_stride);
-          const uint16_t* a = slab + ra * g.Lg;
+          const uint16_t* a = slab + ra * kChunk;
           const uint32_t* b = bstart[t] + bs + cb;
           for (int s = 0; s < kChunk; s += 32) {
             _tile_loadd(4, a + s, a_stride);
-            _tile_loadd(5, a + 16 * g.Lg + s, a_stride);
+            _tile_loadd(5, a + 16 * kChunk + s, a_stride);
             _tile_loadd(6, b + (s / 2) * g.Bp, b_stride);
             _tile_loadd(7, b + (s / 2) * g.Bp + 16, b_stride);
             _tile_dpbf16ps(0, 4, 6);
@@ -259,7 +256,7 @@ int conv3x3_wgrad_amx(const uint16_t* x, const uint16_t* dy, float* dw, int N, i
   static Buffer<float> acc;
   static std::mutex mutex;
   std::lock_guard<std::mutex> lock(mutex);
-  const std::size_t at_n = static_cast<std::size_t>(g.chunks) * g.Ap * g.Lg;
+  const std::size_t at_n = static_cast<std::size_t>(g.chunks) * g.Ap * kChunk;
   const std::size_t bv_n = static_cast<std::size_t>(g.pair_rows) * g.Bp;
   const std::size_t acc_n = static_cast<std::size_t>(kTaps) * g.Ap * g.Bp;
   at.reserve(at_n);
