@@ -143,7 +143,7 @@ def specs(one_per_kernel: bool = False) -> list[KernelSpec]:
     for dt in ("bf16", "fp16"):
         for cin, cout, pool, prologue in ((24, 64, True, False), (64, 64, False, True),
                                          (64, 256, True, False), (256, 256, False, True)):
-            bm, bn, bk, warps = conv_blocks(cin, cout)
+            bm, bn, bk, warps, stages = conv_blocks(cin, cout)
             out.append(KernelSpec(
                 f"conv3x3_fwd[{dt},{cin}->{cout},{'pool' if pool else 'prologue'}]",
                 conv3x3_fwd_kernel,
@@ -152,7 +152,7 @@ def specs(one_per_kernel: bool = False) -> list[KernelSpec]:
                 {"PROLOGUE": prologue, "ACT": act, "POOL": pool, "STATS": True, "ATOMIC": True,
                  "F32_MATH": False, "DOT_PRECISION": "ieee", "BLOCK_M": bm, "BLOCK_N": bn,
                  "BLOCK_K": bk},
-                num_warps=warps, num_stages=3))
+                num_warps=warps, num_stages=stages))
         if dt == "fp16":
             break  # fp16: one conv variant per shape is enough to show it compiles
     out.append(KernelSpec("conv3x3_fwd[fp32/tf32,64->64,pool,deterministic]", conv3x3_fwd_kernel,
@@ -163,7 +163,7 @@ def specs(one_per_kernel: bool = False) -> list[KernelSpec]:
                            "ATOMIC": False, "F32_MATH": False, "DOT_PRECISION": "tf32",
                            "BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32}, num_warps=8))
     for cin, cout, prologue in ((24, 64, False), (64, 64, True), (256, 256, True)):
-        bm, bn, bk, warps = wgrad_blocks(cin, cout)
+        bm, bn, bk, warps, stages = wgrad_blocks(cin, cout)
         out.append(KernelSpec(
             f"conv3x3_wgrad[bf16,{cin}->{cout}{',prologue' if prologue else ''}]",
             conv3x3_wgrad_kernel,
@@ -171,7 +171,7 @@ def specs(one_per_kernel: bool = False) -> list[KernelSpec]:
              "dw_ptr": "fp32"},
             {"PROLOGUE": prologue, "ACT": act, "ATOMIC": True, "F32_MATH": False,
              "DOT_PRECISION": "ieee", "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk},
-            num_warps=warps, num_stages=3))
+            num_warps=warps, num_stages=stages))
     out += _bn_act_specs()
     out += _elementwise_specs(act)
     for has_d in (False, True):

@@ -55,15 +55,16 @@ TRITON_DGRAD = True
 TRITON_WGRAD = True
 
 
-def conv_blocks(cin: int, cout: int) -> tuple[int, int, int, int]:
-    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps) for the fused conv. tl.dot needs
+def conv_blocks(cin: int, cout: int) -> tuple[int, int, int, int, int]:
+    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for the fused conv
+    (benchmarks/gpu_sweep_conv_group.py times the alternatives). tl.dot needs
     tiles of at least 16; BLOCK_M is a multiple of 4 (whole pooling windows).
     BLOCK_K 32 with 8 warps: the variants that compile without spills for
     sm_80 and sm_90 (python -m dawnbench_fast.kernels.report)."""
     bn = min(128, max(16, L.next_power_of_2(cout)))
     bk = min(32, max(16, L.next_power_of_2(cin)))
     bm = INTERPRETER_CONV_BLOCK_M if interpreting() else 128
-    return bm, bn, bk, 8
+    return bm, bn, bk, 8, 3
 
 
 def _conv3x3_launch(x, wmat, scale, shift, act, pool, stats, deterministic):
@@ -74,7 +75,7 @@ def _conv3x3_launch(x, wmat, scale, shift, act, pool, stats, deterministic):
     OH, OW = (H // 2, W // 2) if pool else (H, W)
     y = new_output((N, OH, OW, Cout), x.dtype, x.device)
     idx = new_output((N, OH, OW, Cout) if pool else (0,), torch.int8, x.device)
-    bm, bn, bk, warps = conv_blocks(Cin, Cout)
+    bm, bn, bk, warps, stages = conv_blocks(Cin, Cout)
     rows = N * OH * OW * (4 if pool else 1)
     grid = (L.cdiv(rows, bm), L.cdiv(Cout, bn))
     p = (1 if not deterministic else grid[0]) if stats else 0
@@ -88,7 +89,8 @@ def _conv3x3_launch(x, wmat, scale, shift, act, pool, stats, deterministic):
         PROLOGUE=prologue, ACT=act_code(act), POOL=pool, STATS=stats,
         ATOMIC=not deterministic, F32_MATH=needs_f32_math(x.dtype),
         DOT_PRECISION=L.dot_precision(x.dtype, conv=True),
-        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps, num_stages=1 if interpreting() else 3)
+        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps,
+        num_stages=1 if interpreting() else stages)
     record("conv3x3_pool_fwd" if pool else "conv3x3_fwd")
     return y, idx, psum, psumsq
 
@@ -139,12 +141,13 @@ def _(x, wmat, scale, shift, act, stats, deterministic):
     return _conv3x3_fake(x, wmat, True, stats)
 
 
-def wgrad_blocks(cin: int, cout: int) -> tuple[int, int, int, int]:
-    """(BLOCK_M over Cin, BLOCK_N over Cout, BLOCK_K over pixels, num_warps)."""
-    bm = min(64, max(16, L.next_power_of_2(cin)))
+def wgrad_blocks(cin: int, cout: int) -> tuple[int, int, int, int, int]:
+    """(BLOCK_M over the 9*Cin rows, BLOCK_N over Cout, BLOCK_K over pixels, num_warps,
+    num_stages)."""
+    bm = min(64, max(16, L.next_power_of_2(9 * cin)))
     bn = min(64, max(16, L.next_power_of_2(cout)))
     bk = INTERPRETER_WGRAD_BLOCK_K if interpreting() else 64
-    return bm, bn, bk, 8  # 8 warps: no spills with the prologue (4 warps spilled)
+    return bm, bn, bk, 8, 3  # 8 warps: no spills with the prologue (4 warps, or BLOCK_M 128, spilled)
 
 
 def _wgrad_splits(pixels: int, tiles: int, bk: int, deterministic: bool) -> int:
@@ -166,22 +169,21 @@ def _conv3x3_wgrad(x: torch.Tensor, dy: torch.Tensor, scale: torch.Tensor, shift
     N, H, W, Cin = x.shape
     Cout = dy.shape[-1]
     x, dy = x.contiguous(), dy.contiguous().to(x.dtype)
-    bm, bn, bk, warps = wgrad_blocks(Cin, Cout)
+    bm, bn, bk, warps, stages = wgrad_blocks(Cin, Cout)
     pixels = N * H * W
-    splits = _wgrad_splits(pixels, 9 * L.cdiv(Cin, bm) * L.cdiv(Cout, bn), bk,
-                           deterministic)
+    splits = _wgrad_splits(pixels, L.cdiv(9 * Cin, bm) * L.cdiv(Cout, bn), bk, deterministic)
     per = L.cdiv(L.cdiv(pixels, splits), bk) * bk
     splits = L.cdiv(pixels, per)
     dw = (torch.zeros((9 * Cin, Cout), device=x.device, dtype=torch.float32) if splits > 1
           else new_output((9 * Cin, Cout), torch.float32, x.device))
     prologue = scale.numel() > 0
-    grid = (9 * L.cdiv(Cin, bm), L.cdiv(Cout, bn), splits)
+    grid = (L.cdiv(9 * Cin, bm), L.cdiv(Cout, bn), splits)
     conv3x3_wgrad_kernel[grid](
         x, dy, scale if prologue else dw, shift if prologue else dw, dw, N, H, W, Cin, Cout, per,
         PROLOGUE=prologue, ACT=act_code(act), ATOMIC=splits > 1,
         F32_MATH=needs_f32_math(x.dtype), DOT_PRECISION=L.dot_precision(x.dtype, conv=True),
         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps,
-        num_stages=1 if interpreting() else 3)
+        num_stages=1 if interpreting() else stages)
     record("conv3x3_wgrad")
     return dw
 
