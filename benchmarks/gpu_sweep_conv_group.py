@@ -6,12 +6,12 @@ commands, so the whole sweep is one run).
     python benchmarks/gpu_sweep_conv_group.py --out DIR [--batch N] [--budget S] [--dry-run]
 
 The calls, per conv group of the default recipe (bf16, NHWC, its activation):
-the pooled first conv with statistics, the second conv with the BN+act
-prologue and statistics, the two data gradients (the forward kernel on
-flipped filters), and the two weight gradients (kernels/conv_group_wgrad.py,
-the second with the prologue recomputed). Configurations patch
-``conv_blocks`` / ``wgrad_blocks`` and ``CONV_STAGES`` / ``WGRAD_STAGES`` of
-kernels/conv_group.py (the defaults every run takes); each is timed by its
+the pooled first conv with statistics, the second conv with statistics (and
+the BN+act prologue where ``FUSED_PROLOGUE`` asks for it), the two data
+gradients (the forward kernel on flipped filters), and the two weight
+gradients (kernels/conv_group_wgrad.py). Configurations patch
+``conv_blocks`` / ``wgrad_blocks`` of kernels/conv_group.py (the defaults
+every run takes); each is timed by its
 kernels' own time (the profiler's sum, as gpu_sweep_bn_act.py), with the
 registers and spills Triton reports for it. cuDNN's row times
 ``F.conv2d`` (forward, data gradient) and ``aten.convolution_backward``
@@ -56,13 +56,14 @@ from gpu_sweep_bn_act import patched  # noqa: E402
 from dawnbench_fast import atomic  # noqa: E402
 from dawnbench_fast.cifar.recipe import CifarRecipe  # noqa: E402
 
-# (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages), the defaults first; BLOCK_N is
-# capped at the call's channels by the launch (a tile wider than Cout is waste).
-CONV_CONFIGS = [(128, 128, 32, 8, 3), (128, 64, 32, 4, 3), (128, 128, 64, 8, 3),
-                (128, 64, 64, 4, 4), (64, 128, 64, 4, 3), (256, 64, 32, 8, 3),
-                (256, 128, 32, 8, 3), (128, 128, 32, 4, 4), (64, 64, 64, 4, 4), (128, 256, 32, 8, 3)]
-WGRAD_CONFIGS = [(64, 64, 64, 8, 3), (64, 128, 64, 8, 3), (128, 64, 32, 8, 3), (64, 64, 128, 8, 3),
-                 (128, 128, 32, 8, 3), (64, 64, 64, 4, 3), (32, 64, 128, 4, 3), (64, 64, 32, 4, 4)]
+# (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages), the defaults first (the first run's
+# winners, docs/results/gpu-h100-2026-11-26b); BLOCK_N and the forward's BLOCK_K
+# are capped at the call's channels by the launch (a tile wider than them is waste).
+CONV_CONFIGS = [(128, 128, 64, 8, 3), (64, 128, 64, 4, 3), (128, 128, 64, 8, 4), (128, 128, 64, 4, 3),
+                (64, 128, 64, 4, 4), (128, 64, 64, 4, 3), (64, 64, 64, 4, 4), (128, 128, 32, 4, 4),
+                (128, 128, 128, 8, 3), (64, 256, 64, 8, 3)]
+WGRAD_CONFIGS = [(64, 128, 64, 8, 3), (64, 64, 32, 4, 4), (64, 128, 64, 8, 4), (128, 128, 64, 8, 3),
+                 (64, 128, 128, 8, 3), (32, 128, 64, 4, 3), (64, 64, 64, 4, 3), (128, 128, 32, 8, 3)]
 
 
 Call = tuple[str, str, tuple[int, int], Callable, Callable]
@@ -88,6 +89,8 @@ def _group_calls(batch: int, cin: int, cout: int, side: int, device: torch.devic
     w1 = (torch.randn(cout, cin, 3, 3, device=device) * 0.1).to(dt)
     w2 = (torch.randn(cout, cout, 3, 3, device=device) * 0.1).to(dt)
     sc, sh = torch.rand(cout, device=device) + 0.5, torch.randn(cout, device=device)
+    # the second conv's input as the group makes it: BN+act in the conv's prologue, or stored
+    bn, pro = ((sc, sh), "+prologue") if tk.FUSED_PROLOGUE else ((e, e), "")
     m1, m2 = tk.wmat(w1, dt), tk.wmat(w2, dt)
     d1, d2 = tk._wmat_dgrad(w1, dt), tk._wmat_dgrad(w2, dt)
 
@@ -101,8 +104,8 @@ def _group_calls(batch: int, cin: int, cout: int, side: int, device: torch.devic
         ("fwd", f"conv1+pool+stats {cin}->{cout} @{side}", (cin, cout),
          lambda: tk._conv3x3_pool_fwd(x, m1, e, e, act, True, False),
          lambda: F.max_pool2d(F.conv2d(cl(x), w1, padding=1), 2)),
-        ("fwd", f"conv2+prologue+stats {cout}->{cout} @{half}", (cout, cout),
-         lambda: tk._conv3x3_fwd(y1, m2, sc, sh, act, True, False),
+        ("fwd", f"conv2{pro}+stats {cout}->{cout} @{half}", (cout, cout),
+         lambda: tk._conv3x3_fwd(y1, m2, *bn, act, True, False),
          lambda: F.conv2d(cl(y1), w2, padding=1)),
         ("fwd", f"dgrad conv2 {cout}->{cout} @{half}", (cout, cout),
          lambda: tk._conv3x3_fwd(dz, d2, e, e, "identity", False, False),
@@ -113,8 +116,8 @@ def _group_calls(batch: int, cin: int, cout: int, side: int, device: torch.devic
         ("wgrad", f"wgrad conv1 {cin}->{cout} @{side}", (cin, cout),
          lambda: tk._conv3x3_wgrad(x, dz1, e, e, act, False),
          lambda: _cudnn_wgrad(cl(dz1), cl(x), w1)),
-        ("wgrad", f"wgrad conv2+prologue {cout}->{cout} @{half}", (cout, cout),
-         lambda: tk._conv3x3_wgrad(y1, dz, sc, sh, act, False),
+        ("wgrad", f"wgrad conv2{pro} {cout}->{cout} @{half}", (cout, cout),
+         lambda: tk._conv3x3_wgrad(y1, dz, *bn, act, False),
          lambda: _cudnn_wgrad(cl(dz), cl(y1), w2)),
     ]
 

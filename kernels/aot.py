@@ -33,7 +33,7 @@ from dawnbench_fast.kernels.bn_act_backward import (
 )
 from dawnbench_fast.kernels.bn_act_finalize import bn_bwd_coef_kernel, bn_finalize_kernel
 from dawnbench_fast.kernels.bn_act_stats import channel_stats_kernel
-from dawnbench_fast.kernels.conv_group import conv_blocks, wgrad_blocks
+from dawnbench_fast.kernels.conv_group import FUSED_PROLOGUE, conv_blocks, wgrad_blocks
 from dawnbench_fast.kernels.conv_group_conv3x3 import conv3x3_fwd_kernel
 from dawnbench_fast.kernels.conv_group_wgrad import conv3x3_wgrad_kernel
 from dawnbench_fast.kernels.gemm_kernel import gemm_configs, gemm_kernel
@@ -141,8 +141,8 @@ def specs(one_per_kernel: bool = False) -> list[KernelSpec]:
     out: list[KernelSpec] = []
     act = 2  # GELU
     for dt in ("bf16", "fp16"):
-        for cin, cout, pool, prologue in ((24, 64, True, False), (64, 64, False, True),
-                                         (64, 256, True, False), (256, 256, False, True)):
+        for cin, cout, pool, prologue in ((24, 64, True, False), (64, 64, False, FUSED_PROLOGUE),
+                                         (64, 256, True, False), (256, 256, False, FUSED_PROLOGUE)):
             bm, bn, bk, warps, stages = conv_blocks(cin, cout)
             out.append(KernelSpec(
                 f"conv3x3_fwd[{dt},{cin}->{cout},{'pool' if pool else 'prologue'}]",
@@ -162,7 +162,9 @@ def specs(one_per_kernel: bool = False) -> list[KernelSpec]:
                           {"PROLOGUE": True, "ACT": act, "POOL": True, "STATS": True,
                            "ATOMIC": False, "F32_MATH": False, "DOT_PRECISION": "tf32",
                            "BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32}, num_warps=8))
-    for cin, cout, prologue in ((24, 64, False), (64, 64, True), (256, 256, True)):
+    # the model's weight gradients, and the prologue variant (FUSED_PROLOGUE) whatever the model runs
+    for cin, cout, prologue in dict.fromkeys(((24, 64, False), (64, 64, FUSED_PROLOGUE),
+                                              (256, 256, FUSED_PROLOGUE), (64, 64, True))):
         bm, bn, bk, warps, stages = wgrad_blocks(cin, cout)
         out.append(KernelSpec(
             f"conv3x3_wgrad[bf16,{cin}->{cout}{',prologue' if prologue else ''}]",

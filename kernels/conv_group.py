@@ -7,11 +7,13 @@ Faces of the op:
 - reference: :func:`dawnbench_fast.layer_ops.conv_group` (backend ``torch``);
   kernel-level references :func:`conv3x3_reference`, :func:`conv3x3_wgrad_reference`;
 - Triton (this module): forward = conv3x3 (+pool +BN statistics, fused;
-  :mod:`.conv_group_conv3x3`) -> finalize -> conv3x3 with the BN+act prologue
-  (+statistics) -> finalize -> BN+act (the ops of :mod:`.bn_act`). Backward,
+  :mod:`.conv_group_conv3x3`) -> finalize -> BN+act -> conv3x3 (+statistics;
+  or with the BN+act as its prologue: ``FUSED_PROLOGUE``) -> finalize ->
+  BN+act (the ops of :mod:`.bn_act`). Backward,
   all ours: BN+act backward with the pool scatter, the convs' data gradients
   (the forward kernel on flipped filters) and weight gradients (split-K
-  implicit GEMM that recomputes the BN+act prologue; :mod:`.conv_group_wgrad`).
+  implicit GEMM on the stored input, or recomputing the prologue;
+  :mod:`.conv_group_wgrad`).
   ``TRITON_DGRAD``/``TRITON_WGRAD`` = False switch those two GEMMs to
   ``aten.convolution_backward`` (cuDNN on a GPU);
 - CUDA C++: none (the ``cuda`` backend serves the reference);
@@ -54,17 +56,29 @@ INTERPRETER_WGRAD_SPLITS = 1  # tests raise it to exercise the atomic split-K pa
 TRITON_DGRAD = True
 TRITON_WGRAD = True
 
+# The second conv's input act(bn(y1)): computed once by affine_act and kept
+# for the backward (False), or recomputed as each tile is loaded by the conv
+# and its weight gradient (True: one pass less over memory, but every input
+# element's activation is evaluated nine times, once per tap). On an H100
+# (docs/results/gpu-h100-2026-11-26b) the recomputing prologue made the
+# forward kernel 2.3-3.3x and the weight gradient 2.5x slower than without it
+# at the same shape, far more than the pass it saves.
+FUSED_PROLOGUE = False
+
 
 def conv_blocks(cin: int, cout: int) -> tuple[int, int, int, int, int]:
-    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for the fused conv
-    (benchmarks/gpu_sweep_conv_group.py times the alternatives). tl.dot needs
-    tiles of at least 16; BLOCK_M is a multiple of 4 (whole pooling windows).
-    BLOCK_K 32 with 8 warps: the variants that compile without spills for
-    sm_80 and sm_90 (python -m dawnbench_fast.kernels.report)."""
+    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for the fused conv.
+    tl.dot needs tiles of at least 16; BLOCK_M is a multiple of 4 (whole
+    pooling windows). The tiles are the H100 sweep's winners at the recipe's
+    calls without spills (benchmarks/gpu_sweep_conv_group.py,
+    docs/results/gpu-h100-2026-11-26b): 128x128x64 with 8 warps, except for
+    the 24-channel input of the first group, where 64-row tiles with 4 warps
+    took 0.93 ms against 1.26."""
     bn = min(128, max(16, L.next_power_of_2(cout)))
-    bk = min(32, max(16, L.next_power_of_2(cin)))
-    bm = INTERPRETER_CONV_BLOCK_M if interpreting() else 128
-    return bm, bn, bk, 8, 3
+    bk = min(64, max(16, L.next_power_of_2(cin)))
+    if interpreting():
+        return INTERPRETER_CONV_BLOCK_M, bn, bk, 8, 3
+    return (64, bn, bk, 4, 3) if cin < 32 else (128, bn, bk, 8, 3)
 
 
 def _conv3x3_launch(x, wmat, scale, shift, act, pool, stats, deterministic):
@@ -142,12 +156,16 @@ def _(x, wmat, scale, shift, act, stats, deterministic):
 
 
 def wgrad_blocks(cin: int, cout: int) -> tuple[int, int, int, int, int]:
-    """(BLOCK_M over the 9*Cin rows, BLOCK_N over Cout, BLOCK_K over pixels, num_warps,
-    num_stages)."""
+    """(BLOCK_M over the 9*Cin rows, BLOCK_N over Cout, BLOCK_K over pixels,
+    num_warps, num_stages): the H100 sweep's winners without spills, as
+    conv_blocks' (64x128x64 with 8 warps; 64x64x32 with 4 warps and 4 stages
+    for the 24-channel input)."""
     bm = min(64, max(16, L.next_power_of_2(9 * cin)))
-    bn = min(64, max(16, L.next_power_of_2(cout)))
-    bk = INTERPRETER_WGRAD_BLOCK_K if interpreting() else 64
-    return bm, bn, bk, 8, 3  # 8 warps: no spills with the prologue (4 warps, or BLOCK_M 128, spilled)
+    if interpreting():
+        return bm, min(64, max(16, L.next_power_of_2(cout))), INTERPRETER_WGRAD_BLOCK_K, 8, 3
+    if cin < 32:
+        return bm, min(64, max(16, L.next_power_of_2(cout))), 32, 4, 4
+    return bm, min(128, max(16, L.next_power_of_2(cout))), 64, 8, 3
 
 
 def _wgrad_splits(pixels: int, tiles: int, bk: int, deterministic: bool) -> int:
@@ -259,18 +277,23 @@ class ConvGroupFn(torch.autograd.Function):
         y1, idx1, ps1, pq1 = k.conv3x3_pool_fwd(x, wmat(w1, dtype), e, e, act, tr1, det)
         _, PH, PW, C1 = y1.shape
         mean1, inv1, sc1, sh1 = finalize(ps1, pq1, N * PH * PW, group.norm1, tr1, k)
-        z2, _, ps2, pq2 = k.conv3x3_fwd(y1, wmat(w2, dtype), sc1, sh1, act, tr2, det)
+        if FUSED_PROLOGUE:
+            a1 = y1.new_empty(0)
+            z2, _, ps2, pq2 = k.conv3x3_fwd(y1, wmat(w2, dtype), sc1, sh1, act, tr2, det)
+        else:
+            a1 = k.affine_act(y1.view(-1, C1), sc1, sh1, act).view(y1.shape)
+            z2, _, ps2, pq2 = k.conv3x3_fwd(a1, wmat(w2, dtype), e, e, act, tr2, det)
         C2 = z2.shape[-1]
         mean2, inv2, sc2, sh2 = finalize(ps2, pq2, N * PH * PW, group.norm2, tr2, k)
         out = k.affine_act(z2.view(-1, C2), sc2, sh2, act).view(z2.shape)
-        ctx.save_for_backward(x, w1, w2, y1, idx1, z2, mean1, inv1, sc1, sh1,
+        ctx.save_for_backward(x, w1, w2, y1, idx1, z2, a1, mean1, inv1, sc1, sh1,
                               mean2, inv2, sc2, sh2)
         ctx.act, ctx.training = act, (tr1, tr2)
         return out
 
     @staticmethod
     def backward(ctx, dout):
-        x, w1, w2, y1, idx1, z2, mean1, inv1, sc1, sh1, mean2, inv2, sc2, sh2 = ctx.saved_tensors
+        x, w1, w2, y1, idx1, z2, a1, mean1, inv1, sc1, sh1, mean2, inv2, sc2, sh2 = ctx.saved_tensors
         act = ctx.act
         N, PH, PW, C1 = y1.shape
         count = float(N * PH * PW)
@@ -282,14 +305,17 @@ class ConvGroupFn(torch.autograd.Function):
         g, gx = k.bn_act_bwd_reduce(dout.view(-1, C2), z2.view(-1, C2), sc2, sh2, act)
         dbw2, dbb2, a2, b2 = k.bn_bwd_coefficients(g, gx, mean2, inv2, sc2, count, ctx.training[1])
         dz2 = k.bn_act_bwd_apply(dout, z2, sc2, sh2, a2, b2, no_idx, list(z2.shape), act)
-        # second conv: its input act(bn(y1)) is recomputed, not stored
-        da1, dw2 = _conv_backward(dz2, y1, w2, True, sc1, sh1, act, k)
+        # second conv: its input act(bn(y1)), stored, or recomputed by the fused prologue
+        e = empty_f32(x.device)
+        if a1.numel():
+            da1, dw2 = _conv_backward(dz2, a1, w2, True, e, e, act, k)
+        else:
+            da1, dw2 = _conv_backward(dz2, y1, w2, True, sc1, sh1, act, k)
         # first BN + act, scattered back through the max-pool
         g, gx = k.bn_act_bwd_reduce(da1.view(-1, C1), y1.view(-1, C1), sc1, sh1, act)
         dbw1, dbb1, a1c, b1c = k.bn_bwd_coefficients(g, gx, mean1, inv1, sc1, count, ctx.training[0])
         dz1 = k.bn_act_bwd_apply(da1, y1, sc1, sh1, a1c, b1c, idx1,
                                [N, x.shape[1], x.shape[2], C1], act)
-        e = empty_f32(x.device)
         dx, dw1 = _conv_backward(dz1, x, w1, ctx.needs_input_grad[0], e, e, act, k)
         return (dx, dw1.to(w1.dtype), dw2.to(w2.dtype), dbw1, dbb1, dbw2, dbb2, None, None)
 

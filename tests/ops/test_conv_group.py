@@ -188,6 +188,28 @@ def test_triton_conv_group_backward_with_aten_data_gradient(monkeypatch):
     assert_close_scaled(g.conv2.weight.grad, g_ref.conv2.weight.grad, 1e-4, "conv2")
 
 
+@pytest.mark.parametrize("fused", [False, True])
+def test_triton_conv_group_second_conv_input_stored_or_recomputed(fused, monkeypatch):
+    """FUSED_PROLOGUE: the second conv's input act(bn(y1)) recomputed by the
+    conv and its weight gradient (True), or made once by affine_act and kept
+    for the backward (False, the default); both give the reference's
+    gradients, and only the stored one launches affine_act for it."""
+    monkeypatch.setattr(tk, "FUSED_PROLOGUE", fused)
+    g, g_ref = _groups(7, 18, "gelu")
+    x = torch.randn(2, 7, 9, 5).requires_grad_(True)
+    x_ref = x.detach().clone().requires_grad_(True)
+    dy = torch.randn(2, 18, 4, 2)
+    before = launch_counts.get("affine_act", 0)
+    with poisoned_outputs():
+        (tk.conv_group(g, x) * dy).sum().backward()
+    assert launch_counts["affine_act"] - before == (1 if fused else 2)  # + the output's BN+act
+    (conv_group_ref(g_ref, x_ref) * dy).sum().backward()
+    assert_close_scaled(x.grad, x_ref.grad, 1e-4, "x")
+    for name in ("conv1", "conv2"):
+        got, want = getattr(g, name).weight.grad, getattr(g_ref, name).weight.grad
+        assert_close_scaled(got, want, 1e-4, name)
+
+
 def test_triton_conv_group_eval_and_fp16():
     g, g_ref = _groups(5, 12, "gelu")
     g.eval()
