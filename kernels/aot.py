@@ -145,7 +145,7 @@ def specs(one_per_kernel: bool = False) -> list[KernelSpec]:
                                          (64, 256, True, False), (256, 256, False, FUSED_PROLOGUE)):
             bm, bn, bk, warps, stages = conv_blocks(cin, cout)
             out.append(KernelSpec(
-                f"conv3x3_fwd[{dt},{cin}->{cout},{'pool' if pool else 'prologue'}]",
+                f"conv3x3_fwd[{dt},{cin}->{cout},{'pool' if pool else 'prologue' if prologue else 'plain'}]",
                 conv3x3_fwd_kernel,
                 {"x_ptr": dt, "w_ptr": dt, "scale_ptr": "fp32", "shift_ptr": "fp32",
                  "y_ptr": dt, "idx_ptr": "i8", "psum_ptr": "fp32", "psumsq_ptr": "fp32"},

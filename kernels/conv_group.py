@@ -73,7 +73,9 @@ def conv_blocks(cin: int, cout: int) -> tuple[int, int, int, int, int]:
     calls without spills (benchmarks/gpu_sweep_conv_group.py,
     docs/results/gpu-h100-2026-11-26b): 128x128x64 with 8 warps, except for
     the 24-channel input of the first group, where 64-row tiles with 4 warps
-    took 0.93 ms against 1.26."""
+    took 0.93 ms against 1.26. The GPU's triton 3.6 compiles them without
+    spills; triton 3.9 spills the 64-deep 8-warp tiles (docs/PERFORMANCE.md,
+    "Compiled resources")."""
     bn = min(128, max(16, L.next_power_of_2(cout)))
     bk = min(64, max(16, L.next_power_of_2(cin)))
     if interpreting():
