@@ -27,7 +27,6 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 if "--dry-run" in sys.argv[1:]:  # before anything imports triton, which reads it once
@@ -38,24 +37,13 @@ import torch  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dawnbench_fast import atomic, dispatch  # noqa: E402
+from gpu_sweeps import patched, refusal, write_record  # noqa: E402
+
+from dawnbench_fast import dispatch  # noqa: E402
 from dawnbench_fast.cifar.recipe import CifarRecipe  # noqa: E402
 
 TRITON_GRID = {"rows": (32, 64, 128), "block_c": (32, 64, 128), "warps": (4, 8)}
 CUDA_GRID = {"partitions_max": (132, 264, 528, 1056), "elements": (16384, 32768, 65536)}
-
-
-@contextmanager
-def patched(module, **values) -> Iterator[None]:
-    """Set module attributes for the duration (the sweep's configuration)."""
-    old = {k: getattr(module, k) for k in values}
-    for k, v in values.items():
-        setattr(module, k, v)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            setattr(module, k, v)
 
 
 def triton_configs() -> Iterator[tuple[dict, Callable]]:
@@ -150,13 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, help="images a step (default: the recipe's; 4 in a dry run)")
     ap.add_argument("--dry-run", action="store_true", help="every configuration once on the CPU, untimed")
     args = ap.parse_args(argv)
-    if args.dry_run and os.environ.get("TRITON_INTERPRET") != "1":
-        print("gpu_sweep_bn_act: --dry-run needs TRITON_INTERPRET=1 set before triton is imported "
-              "(run it as a script)", file=sys.stderr)
-        return 2
-    if not args.dry_run and not torch.cuda.is_available():
-        print("gpu_sweep_bn_act: no CUDA device; use --dry-run to go through the configurations on the CPU",
-              file=sys.stderr)
+    why = refusal("gpu_sweep_bn_act", args.dry_run)
+    if why:
+        print(why, file=sys.stderr)
         return 2
     device = torch.device("cpu" if args.dry_run else "cuda")
     batch = args.batch or (4 if args.dry_run else CifarRecipe().batch_size)
@@ -168,11 +152,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{face}: skipped ({why})", flush=True)
             continue
         rows += sweep_face(face, configs, batch, device, args.dry_run)
-    args.out.mkdir(parents=True, exist_ok=True)
-    record = {"device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu (dry run)",
-              "batch": batch, "dry_run": args.dry_run, "rows": rows, "winners": winners(rows)}
-    atomic.write_json(args.out / "sweep.json", record)
-    atomic.write_text(args.out / "sweep.md", markdown(rows))
+    record = write_record(args.out, device, batch, args.dry_run, markdown(rows), rows=rows,
+                          winners=winners(rows))
     print(f"winners: {json.dumps(record['winners'])}; table: {args.out / 'sweep.md'}")
     return 0
 

@@ -52,9 +52,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gpu_sweep_bn_act import patched  # noqa: E402
+from gpu_sweeps import patched, refusal, write_record  # noqa: E402
 
-from dawnbench_fast import atomic  # noqa: E402
 from dawnbench_fast.cifar.recipe import CifarRecipe  # noqa: E402
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages), the defaults first (the first run's
@@ -333,27 +332,19 @@ def main(argv: list[str] | None = None) -> int:
         return _apply_and_run_suite(args.apply, [a for a in args.suite_args if a != "--"])
     if args.out is None:
         ap.error("--out is required (or --apply SWEEP_JSON -- SUITE_ARGS)")
-    if args.dry_run and os.environ.get("TRITON_INTERPRET") != "1":
-        print("gpu_sweep_conv_group: --dry-run needs TRITON_INTERPRET=1 set before triton is imported "
-              "(run it as a script)", file=sys.stderr)
-        return 2
-    if not args.dry_run and not torch.cuda.is_available():
-        print("gpu_sweep_conv_group: no CUDA device; use --dry-run to go through the configurations "
-              "on the CPU", file=sys.stderr)
+    why = refusal("gpu_sweep_conv_group", args.dry_run)
+    if why:
+        print(why, file=sys.stderr)
         return 2
     device = torch.device("cpu" if args.dry_run else "cuda")
     batch = args.batch or (2 if args.dry_run else CifarRecipe().batch_size)
     work = calls(batch, device)
     rows = sweep(work, args.dry_run, args.budget, args.first)
     names = {name: list(pair) for _, name, pair, _, _ in work}
-    args.out.mkdir(parents=True, exist_ok=True)
-    record = {"device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu (dry run)",
-              "batch": batch, "dry_run": args.dry_run, "calls": names, "rows": rows,
-              "winners": winners(rows)}
-    record["winners_by_channels"] = {k: {f"{a}->{b}": "x".join(map(str, c)) for (a, b), c in v.items()}
-                                     for k, v in channel_winners(record).items()}
-    atomic.write_json(args.out / "sweep.json", record)
-    atomic.write_text(args.out / "sweep.md", markdown(rows))
+    by_pair = {kind: {f"{a}->{b}": "x".join(map(str, cfg)) for (a, b), cfg in table.items()}
+               for kind, table in channel_winners({"calls": names, "rows": rows}).items()}
+    record = write_record(args.out, device, batch, args.dry_run, markdown(rows), calls=names, rows=rows,
+                          winners=winners(rows), winners_by_channels=by_pair)
     print(f"winners: {json.dumps(record['winners'])}; table: {args.out / 'sweep.md'}")
     return 0
 
