@@ -132,13 +132,10 @@ def _cudnn_wgrad(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> torch.Te
 def _tiles(kind: str, cfg: tuple[int, int, int, int, int], cin: int, cout: int) -> tuple[int, ...]:
     """``cfg`` at a launch of (cin, cout): BLOCK_N no wider than Cout's power
     of two, the forward's BLOCK_K no deeper than Cin's (the defaults' caps)."""
-    from dawnbench_fast.kernels import launches as L
+    from dawnbench_fast.kernels.conv_group import channel_tile
 
     bm, bn, bk, warps, stages = cfg
-    bn = min(bn, max(16, L.next_power_of_2(cout)))
-    if kind == "fwd":
-        bk = min(bk, max(16, L.next_power_of_2(cin)))
-    return bm, bn, bk, warps, stages
+    return bm, channel_tile(cout, bn), channel_tile(cin, bk) if kind == "fwd" else bk, warps, stages
 
 
 def configured(kind: str, cfg: tuple[int, int, int, int, int]):

@@ -66,6 +66,12 @@ TRITON_WGRAD = True
 FUSED_PROLOGUE = False
 
 
+def channel_tile(channels: int, cap: int) -> int:
+    """A tile over ``channels``: their power of two, at least 16 (tl.dot's
+    least), at most ``cap`` (a tile wider than the channels is waste)."""
+    return min(cap, max(16, L.next_power_of_2(channels)))
+
+
 def conv_blocks(cin: int, cout: int) -> tuple[int, int, int, int, int]:
     """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for the fused conv.
     tl.dot needs tiles of at least 16; BLOCK_M is a multiple of 4 (whole
@@ -76,8 +82,8 @@ def conv_blocks(cin: int, cout: int) -> tuple[int, int, int, int, int]:
     took 0.93 ms against 1.26. The GPU's triton 3.6 compiles them without
     spills; triton 3.9 spills the 64-deep 8-warp tiles (docs/PERFORMANCE.md,
     "Compiled resources")."""
-    bn = min(128, max(16, L.next_power_of_2(cout)))
-    bk = min(64, max(16, L.next_power_of_2(cin)))
+    bn = channel_tile(cout, 128)
+    bk = channel_tile(cin, 64)
     if interpreting():
         return INTERPRETER_CONV_BLOCK_M, bn, bk, 8, 3
     return (64, bn, bk, 4, 3) if cin < 32 else (128, bn, bk, 8, 3)
@@ -162,12 +168,12 @@ def wgrad_blocks(cin: int, cout: int) -> tuple[int, int, int, int, int]:
     num_warps, num_stages): the H100 sweep's winners without spills, as
     conv_blocks' (64x128x64 with 8 warps; 64x64x32 with 4 warps and 4 stages
     for the 24-channel input)."""
-    bm = min(64, max(16, L.next_power_of_2(9 * cin)))
+    bm = channel_tile(9 * cin, 64)
     if interpreting():
-        return bm, min(64, max(16, L.next_power_of_2(cout))), INTERPRETER_WGRAD_BLOCK_K, 8, 3
+        return bm, channel_tile(cout, 64), INTERPRETER_WGRAD_BLOCK_K, 8, 3
     if cin < 32:
-        return bm, min(64, max(16, L.next_power_of_2(cout))), 32, 4, 4
-    return bm, min(128, max(16, L.next_power_of_2(cout))), 64, 8, 3
+        return bm, channel_tile(cout, 64), 32, 4, 4
+    return bm, channel_tile(cout, 128), 64, 8, 3
 
 
 def _wgrad_splits(pixels: int, tiles: int, bk: int, deterministic: bool) -> int:
