@@ -49,13 +49,27 @@ def conv3x3_fwd_kernel(
         rem = q % (OH * OW)
         oh = 2 * (rem // OW) + s // 2
         ow = 2 * (rem % OW) + s % 2
+        # the block's first input pixel, and each row's pixel relative to it (any
+        # base would address the same pixels; this one keeps the offsets small)
+        q0 = pid_m * (BLOCK_M // 4)
+        n0 = q0 // (OH * OW)
+        oh0 = 2 * ((q0 % (OH * OW)) // OW)
+        ow0 = 2 * ((q0 % (OH * OW)) % OW)
+        pix0 = (n0.to(tl.int64) * H + oh0) * W + ow0
+        rel = ((n - n0) * H + (oh - oh0)) * W + (ow - ow0)
     else:
         M = NB * OH * OW
         n = m // (OH * OW)
         rem = m % (OH * OW)
         oh = rem // OW
         ow = rem % OW
+        pix0 = (pid_m * BLOCK_M).to(tl.int64)  # unpooled, row m is input pixel m
+        rel = tl.arange(0, BLOCK_M)
     m_ok = m < M
+    # int64 only in the block's base pointer, int32 offsets within the block: an
+    # int64 address per element spilled the 128-row tiles under triton 3.9
+    # (152-320 B a thread on sm_90) and takes none without.
+    x_base = x_ptr + pix0 * CIN
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = cols < COUT
     ks = tl.arange(0, BLOCK_K)
@@ -66,13 +80,15 @@ def conv3x3_fwd_kernel(
     for it in range(0, 9 * kc):
         tap = it // kc
         c = (it % kc) * BLOCK_K + ks
-        ih = oh + (tap // 3 - 1)
-        iw = ow + (tap % 3 - 1)
+        dh = tap // 3 - 1
+        dw = tap % 3 - 1
+        ih = oh + dh
+        iw = ow + dw
         pix_ok = m_ok & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
-        row = ((n.to(tl.int64) * H + ih) * W + iw) * CIN
+        row = (rel + (dh * W + dw)) * CIN
         c_ok = c < CIN
         a_mask = pix_ok[:, None] & c_ok[None, :]
-        a = tl.load(x_ptr + row[:, None] + c[None, :], mask=a_mask, other=0.0)
+        a = tl.load(x_base + row[:, None] + c[None, :], mask=a_mask, other=0.0)
         if PROLOGUE:
             sc = tl.load(scale_ptr + c, mask=c_ok, other=0.0)
             sh = tl.load(shift_ptr + c, mask=c_ok, other=0.0)

@@ -3,7 +3,8 @@ variant for sm_80 and sm_90 (no GPU needed) and list registers, shared
 memory, spills (local memory), warps and stages per config from the compiled metadata.
 
 Options: ``--json`` prints one JSON list instead of the table;
-``--target sm_80|sm_90`` restricts to one architecture.
+``--target sm_80|sm_90`` restricts to one architecture; ``--only PREFIX``
+(repeatable) to the variants whose name starts with it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="compile only the first variant of each kernel (quick check)")
     p.add_argument("--target", choices=["sm_80", "sm_90"], action="append",
                    help="architecture(s) to compile for (default: both)")
+    p.add_argument("--only", action="append", metavar="PREFIX",
+                   help="compile only the variants whose name starts with PREFIX "
+                        "(e.g. 'conv3x3_fwd[bf16'; repeatable)")
     args = p.parse_args(argv)
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         print("report: unset TRITON_INTERPRET (triton.compile does not work under the "
@@ -31,7 +35,13 @@ def main(argv: list[str] | None = None) -> int:
     from dawnbench_fast.kernels.aot import compile_spec, specs
 
     targets = args.target or ["sm_80", "sm_90"]
-    rows = [compile_spec(s, t) for t in targets for s in specs(args.one_per_kernel)]
+    chosen = [s for s in specs(args.one_per_kernel)
+              if not args.only or s.name.startswith(tuple(args.only))]
+    if not chosen:
+        print(f"report: no kernel variant starts with {args.only}; the names are listed by "
+              "python -m dawnbench_fast.kernels.report", file=sys.stderr)
+        return 2
+    rows = [compile_spec(s, t) for t in targets for s in chosen]
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0

@@ -45,6 +45,33 @@ def test_every_kernel_compiles_for_sm80_and_sm90(report_rows):
             assert r["shared_bytes"] >= 0 and r["local_bytes"] >= 0, r
 
 
+# The variants of the redesigned ops (the conv group, bn_act) that the model launches
+# in bf16 (issue 30's acceptance: compiled for sm_80 and sm_90 without spills).
+NO_SPILL_PREFIXES = ("conv3x3_fwd[bf16", "conv3x3_wgrad[bf16", "channel_stats", "bn_",
+                     "affine_act")
+
+
+def test_model_variants_compile_without_spills():
+    args = [a for p in NO_SPILL_PREFIXES for a in ("--only", p)]
+    out = subprocess.run([sys.executable, "-m", "dawnbench_fast.kernels.report", "--json", *args],
+                         env=_env(), capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = json.loads(out.stdout)
+    assert {r["target"] for r in rows} == {"sm_80", "sm_90"}
+    assert {r["kernel"].split("[")[0] for r in rows} >= {"conv3x3_fwd", "conv3x3_wgrad",
+                                                         "bn_act_bwd_apply", "affine_act"}
+    spilled = [(r["target"], r["kernel"], r["config"], r["local_bytes"], r["stack_bytes"])
+               for r in rows if r["local_bytes"] or r["stack_bytes"]]
+    assert not spilled, spilled
+
+
+def test_report_only_names_a_missing_prefix():
+    out = subprocess.run([sys.executable, "-m", "dawnbench_fast.kernels.report", "--only", "nope["],
+                         env=_env(), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert "nope[" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
 def test_tensor_core_instructions_in_gemm_and_conv():
     """The GEMM and the convs use mma on sm_80 and wgmma/mma on sm_90."""
     code = (
