@@ -8,7 +8,10 @@ Sweeps, at the recipe's three BN shapes (bf16 channels_last, GELU, forward +
 backward with a given gradient, as the GPU suite's ops part times them):
 - Triton (kernels/bn_act.py): rows and channels per tile and warps of the
   element-wise and reduction kernels (kernels/launches.py: ``ew_rows``,
-  ``block_c``, ``EW_WARPS``);
+  ``block_c``, ``EW_WARPS``); then, at the default tiles, the reductions'
+  programs (``REDUCTION_PROGRAMS``, the rows of the partial tables) and the
+  finalize kernels' tile (kernels/bn_act.py ``FINALIZE_*``: the tall 512 x 16
+  tile against the 64 x 64 one with 4 warps that it replaced, unmeasured);
 - CUDA C++ (csrc/bn_act.cu's tiled kernels): the partition cap and the
   elements per partition (csrc/engine.py: ``TILE_PARTITIONS_MAX``,
   ``TILE_ELEMENTS``).
@@ -43,16 +46,23 @@ from dawnbench_fast import dispatch  # noqa: E402
 from dawnbench_fast.cifar.recipe import CifarRecipe  # noqa: E402
 
 TRITON_GRID = {"rows": (32, 64, 128), "block_c": (32, 64, 128), "warps": (4, 8)}
+# one structural change at a time from the defaults (a row each)
+TRITON_PROGRAMS = (256, 1024)
+TRITON_FINALIZE = {"64x64 w4": {"FINALIZE_ROWS": 64, "FINALIZE_TILE": 4096, "FINALIZE_WARPS": 4}}
 CUDA_GRID = {"partitions_max": (132, 264, 528, 1056), "elements": (16384, 32768, 65536)}
 
 
 def triton_configs() -> Iterator[tuple[dict, Callable]]:
-    from dawnbench_fast.kernels import launches
+    from dawnbench_fast.kernels import bn_act, launches
 
     for rows, bc, warps in itertools.product(*TRITON_GRID.values()):
         cfg = {"rows": rows, "block_c": bc, "warps": warps}
         yield cfg, lambda r=rows, b=bc, w=warps: patched(
             launches, ew_rows=lambda: r, block_c=lambda c: min(b, launches.next_power_of_2(c)), EW_WARPS=w)
+    for progs in TRITON_PROGRAMS:
+        yield {"programs": progs}, lambda p=progs: patched(launches, REDUCTION_PROGRAMS=p)
+    for name, values in TRITON_FINALIZE.items():
+        yield {"finalize": name}, lambda v=values: patched(bn_act, **v)
 
 
 def cuda_configs() -> Iterator[tuple[dict, Callable]]:

@@ -26,6 +26,7 @@ from triton.compiler import ASTSource
 
 from dawnbench_fast.kernels.augment import augment_kernel
 from dawnbench_fast.kernels.bias_act import bias_act_bwd_kernel, bias_act_fwd_kernel
+from dawnbench_fast.kernels.bn_act import FINALIZE_WARPS, finalize_tile
 from dawnbench_fast.kernels.bn_act_affine import affine_act_kernel
 from dawnbench_fast.kernels.bn_act_backward import (
     bn_act_bwd_apply_kernel,
@@ -37,6 +38,7 @@ from dawnbench_fast.kernels.conv_group import FUSED_PROLOGUE, conv_blocks, wgrad
 from dawnbench_fast.kernels.conv_group_conv3x3 import conv3x3_fwd_kernel
 from dawnbench_fast.kernels.conv_group_wgrad import conv3x3_wgrad_kernel
 from dawnbench_fast.kernels.gemm_kernel import gemm_configs, gemm_kernel
+from dawnbench_fast.kernels.launches import REDUCTION_PROGRAMS
 
 TARGETS = {"sm_80": GPUTarget("cuda", 80, 32), "sm_90": GPUTarget("cuda", 90, 32)}
 
@@ -99,8 +101,10 @@ def _elementwise_specs(act: int) -> list[KernelSpec]:
 
 
 def _bn_act_specs() -> list[KernelSpec]:
-    """bn_act's statistics, finalize, coefficient, apply and backward kernels (bf16, GELU)."""
+    """bn_act's statistics, finalize, coefficient, apply and backward kernels (bf16, GELU);
+    the finalize tiles for the reductions' partial tables at 64 channels."""
     out: list[KernelSpec] = []
+    bp, bc = finalize_tile(64, REDUCTION_PROGRAMS)
     for atomic in (True, False):
         out.append(KernelSpec(f"channel_stats[bf16,{'atomic' if atomic else 'partials'}]",
                               channel_stats_kernel,
@@ -110,13 +114,13 @@ def _bn_act_specs() -> list[KernelSpec]:
                           dict.fromkeys(("psum_ptr", "psumsq_ptr", "weight_ptr", "bias_ptr",
                                          "rmean_ptr", "rvar_ptr", "mean_ptr", "invstd_ptr",
                                          "scale_ptr", "shift_ptr"), "fp32"),
-                          {"TRAINING": True, "UPDATE_RUNNING": True, "BLOCK_P": 64, "BLOCK_C": 64},
-                          floats=("count", "momentum", "eps", "unbias"), num_warps=4))
+                          {"TRAINING": True, "UPDATE_RUNNING": True, "BLOCK_P": bp, "BLOCK_C": bc},
+                          floats=("count", "momentum", "eps", "unbias"), num_warps=FINALIZE_WARPS))
     out.append(KernelSpec("bn_bwd_coef", bn_bwd_coef_kernel,
                           dict.fromkeys(("pg_ptr", "pgx_ptr", "mean_ptr", "invstd_ptr", "scale_ptr",
                                          "dweight_ptr", "dbias_ptr", "a_ptr", "b_ptr"), "fp32"),
-                          {"TRAINING": True, "BLOCK_P": 64, "BLOCK_C": 64}, floats=("count",),
-                          num_warps=4))
+                          {"TRAINING": True, "BLOCK_P": bp, "BLOCK_C": bc}, floats=("count",),
+                          num_warps=FINALIZE_WARPS))
     out.append(KernelSpec("affine_act[bf16,gelu]", affine_act_kernel,
                           {"x_ptr": "bf16", "scale_ptr": "fp32", "shift_ptr": "fp32",
                            "y_ptr": "bf16"}, _rc("bf16"), num_warps=8))

@@ -99,13 +99,13 @@ def _bn_finalize(
     C = weight.shape[0]
     out = [new_output(C, torch.float32, weight.device) for _ in range(4)]
     unbias = count / max(count - 1.0, 1.0)
-    bp, bc = _partial_tile(C)
+    bp, bc = finalize_tile(C, psum.shape[0])
     bn_finalize_kernel[(L.cdiv(C, bc),)](
         psum, psumsq, psum.shape[0], C, float(count), weight.float().contiguous(),
         bias.float().contiguous(), running_mean, running_var, out[0], out[1], out[2], out[3],
         float(momentum), float(eps), float(unbias),
         TRAINING=training, UPDATE_RUNNING=update_running and training, BLOCK_P=bp, BLOCK_C=bc,
-        num_warps=4)
+        num_warps=FINALIZE_WARPS)
     record("bn_finalize")
     return out[0], out[1], out[2], out[3]
 
@@ -143,10 +143,24 @@ def _(x2d, scale, shift, act):
     return torch.empty_like(x2d)
 
 
-def _partial_tile(c: int) -> tuple[int, int]:
-    """(BLOCK_P, BLOCK_C) of the finalize kernels: 64 partial rows of up to 64
-    channels a step, one program per channel block."""
-    return 64, min(64, L.next_power_of_2(c))
+# The finalize kernels read a [P, C] fp32 table of partials (P = the reduction's
+# programs, launches.REDUCTION_PROGRAMS: 512) in steps of BLOCK_P rows, one program
+# per BLOCK_C channels. With 64 x 64 steps one program per 64 channels made eight
+# dependent loads: bn_finalize and bn_bwd_coef took 15 us each of bn_act's 196 us of
+# kernels at C=64 @15 px, and 17 of its 57 us at C=256 @3 px (H100, 2026-11-26,
+# docs/results/gpu-h100-2026-11-26b), for tables of 0.26-1 MB. Tall, narrow steps
+# (up to 512 rows x 16 channels) read the table in one step with 4-16 programs.
+FINALIZE_ROWS = 512
+FINALIZE_TILE = 8192  # elements a program loads from each of its two tables a step
+FINALIZE_WARPS = 8  # 64 fp32 accumulators a thread: no spills (kernels.report)
+
+
+def finalize_tile(c: int, p: int) -> tuple[int, int]:
+    """(BLOCK_P, BLOCK_C) of the finalize kernels for ``p`` rows of ``c``
+    channels: all rows (up to FINALIZE_ROWS) a step, as many channels (16 to
+    64) as FINALIZE_TILE leaves."""
+    bp = min(FINALIZE_ROWS, L.next_power_of_2(max(p, 1)))
+    return bp, min(L.next_power_of_2(c), 64, max(16, FINALIZE_TILE // bp))
 
 
 def _bn_bwd_coefficients(
@@ -157,10 +171,10 @@ def _bn_bwd_coefficients(
     dx = g*scale + A + B*x; one launch, summed in a fixed order."""
     C = pg.shape[1]
     out = [new_output(C, torch.float32, pg.device) for _ in range(4)]
-    bp, bc = _partial_tile(C)
+    bp, bc = finalize_tile(C, pg.shape[0])
     bn_bwd_coef_kernel[(L.cdiv(C, bc),)](
         pg, pgx, pg.shape[0], C, float(count), mean, invstd, scale, out[0], out[1], out[2], out[3],
-        TRAINING=training, BLOCK_P=bp, BLOCK_C=bc, num_warps=4)
+        TRAINING=training, BLOCK_P=bp, BLOCK_C=bc, num_warps=FINALIZE_WARPS)
     record("bn_bwd_coefficients")
     return out[0], out[1], out[2], out[3]
 

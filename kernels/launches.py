@@ -116,10 +116,15 @@ def block_c(c: int) -> int:
     return min(64, next_power_of_2(c))
 
 
+# Programs over the rows of the row-chunked reductions (each writes one row of
+# partials that a finalize kernel sums): enough to fill a GPU.
+REDUCTION_PROGRAMS = 512
+
+
 def reduction_programs(rows: int, block_r: int) -> tuple[int, int]:
-    """(programs, rows per program) for the row-chunked reductions: enough
-    programs to fill a GPU, few in the interpreter (each costs Python time)."""
-    target = 2 if interpreting() else 512
+    """(programs, rows per program) for the row-chunked reductions: up to
+    REDUCTION_PROGRAMS, few in the interpreter (each costs Python time)."""
+    target = 2 if interpreting() else REDUCTION_PROGRAMS
     blocks = cdiv(rows, block_r)
     progs = max(1, min(blocks, target))
     per = cdiv(blocks, progs) * block_r

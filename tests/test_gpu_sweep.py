@@ -38,11 +38,13 @@ def test_dry_run_goes_through_every_configuration(tmp_path):
     n_triton = len(list(gpu_sweep_bn_act.triton_configs()))
     n_cuda = len(list(gpu_sweep_bn_act.cuda_configs()))
     faces = [row["face"] for row in rec["rows"]]
-    assert faces.count("triton") == n_triton == 18 and faces.count("cpu") == n_cuda == 12
+    assert faces.count("triton") == n_triton == 21 and faces.count("cpu") == n_cuda == 12
     assert not [row for row in rec["rows"] if "error" in row]  # every configuration ran
     assert all(set(row["ms"]) == {"C=64 @15px", "C=256 @7px", "C=256 @3px"} for row in rec["rows"])
     table = (tmp_path / "sweep.md").read_text().splitlines()
-    assert len(table) == 2 + n_triton + n_cuda and "rows=128, block_c=32, warps=8" in "\n".join(table)
+    text = "\n".join(table)
+    assert len(table) == 2 + n_triton + n_cuda and "rows=128, block_c=32, warps=8" in text
+    assert "programs=1024" in text and "finalize=64x64 w4" in text
     cuda_rows = [line for line in table if line.startswith("| cpu |")]
     assert all("partitions_max=" in line and "elements=" in line for line in cuda_rows)  # each its own config
 

@@ -113,7 +113,8 @@ def test_triton_bn_finalize_matches_reference(tk, training):
     torch.testing.assert_close(rv, rv2)
 
 
-@pytest.mark.parametrize("parts,chans", [(1, 5), (130, 70)])  # 130 rows: 3 steps of 64; 70: 2 blocks
+# 1100 rows: three steps of the 512-row tile; 70 channels: blocks of 16 (and 64 for few rows)
+@pytest.mark.parametrize("parts,chans", [(1, 5), (130, 70), (1100, 70)])
 def test_triton_bn_finalize_sums_many_partial_rows(tk, parts, chans):
     s, q = torch.randn(parts, chans), torch.rand(parts, chans) * 4 + 40
     w, b = torch.rand(chans) + 0.5, torch.randn(chans)
@@ -130,7 +131,7 @@ def test_triton_bn_finalize_sums_many_partial_rows(tk, parts, chans):
 
 
 @pytest.mark.parametrize("training", [True, False])
-@pytest.mark.parametrize("parts,chans", [(3, 5), (130, 70)])
+@pytest.mark.parametrize("parts,chans", [(3, 5), (130, 70), (1100, 70)])
 def test_triton_bn_bwd_coefficients_match_reference(tk, training, parts, chans):
     pg, pgx = torch.randn(parts, chans), torch.randn(parts, chans) * 3
     mean, invstd, scale = torch.randn(chans), torch.rand(chans) + 0.2, torch.randn(chans)
@@ -138,8 +139,9 @@ def test_triton_bn_bwd_coefficients_match_reference(tk, training, parts, chans):
         got = tk.bn_bwd_coefficients(pg, pgx, mean, invstd, scale, 777.0, training)
     want = tk.bn_bwd_coef_reference(pg.double().sum(0), pgx.double().sum(0), mean.double(),
                                     invstd.double(), scale.double(), 777.0, training)
+    tol = 2e-5 * max(1.0, (parts / 130) ** 0.5)  # fp32 sums: rounding grows with the rows summed
     for g, r in zip(got, want, strict=True):
-        torch.testing.assert_close(g, r.float(), rtol=2e-5, atol=2e-5)
+        torch.testing.assert_close(g, r.float(), rtol=tol, atol=tol)
     twice = tk.bn_bwd_coefficients(pg, pgx, mean, invstd, scale, 777.0, training)
     assert all(torch.equal(a, b) for a, b in zip(got, twice, strict=True))  # fixed order
 
