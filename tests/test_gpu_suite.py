@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from support.cifar_data import cifar_dir
 
 from dawnbench_fast import dispatch
@@ -223,3 +224,22 @@ def test_the_ops_part_runs_the_ops_named(tmp_path):
     rows = table["gpus"]["dry run (no GPU)"]["ops"]
     assert set(rows) == {"bn_act", "linear", "matmul"}
     assert {r["winner"] for r in rows.values()} == {"torch"}
+
+
+def test_host_costs_time_every_piece_and_the_face_without_launches():
+    """host_costs on the CPU (Triton's interpreter, one call a piece): every
+    piece runs (a number, not an error line), bn_act's six launches each, and
+    the Triton face with its launches skipped is timed beside it."""
+    import gpu_suite_ops
+
+    from dawnbench_fast.kernels import bn_act
+
+    out = gpu_suite_ops.host_costs(torch.device("cpu"), calls=1)
+    errors = {k: v for k, v in out.items() if not isinstance(v, float)}
+    assert not errors, errors
+    launches = [k for k in out if k.startswith("Triton launch (")]
+    assert len(launches) == 6
+    assert "bn_act fwd+bwd, triton face, launches skipped" in out
+    with gpu_suite_ops._launches_skipped(bn_act):
+        assert isinstance(bn_act.affine_act_kernel, gpu_suite_ops._NoLaunch)
+    assert not isinstance(bn_act.affine_act_kernel, gpu_suite_ops._NoLaunch)
