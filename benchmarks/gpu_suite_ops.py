@@ -26,8 +26,10 @@ and every later case failed, so it is not part of the suite.) A dry run
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from unittest import mock
 
 import numpy as np
 import torch
@@ -298,7 +300,7 @@ def host_costs(device: torch.device, calls: int = 300) -> dict[str, float | str]
             with _custom_ops_path():
                 out[f"{name}, custom-op path"] = _host_us(fn, calls)
         if name == "bn_act fwd+bwd, triton face":  # the face's own Python: every launch a no-op
-            with _launches_skipped(triton_bn_act):
+            with launches_skipped(triton_bn_act):
                 out[f"{name}, launches skipped"] = _host_us(fn, calls)
     return out
 
@@ -310,12 +312,14 @@ class _NoLaunch:
         return lambda *args, **kwargs: None
 
 
-def _launches_skipped(module):
-    """Every ``*_kernel`` of ``module`` replaced by :class:`_NoLaunch` for the duration."""
-    from unittest import mock
-
-    names = [n for n in vars(module) if n.endswith("_kernel")]
-    return mock.patch.multiple(module, **dict.fromkeys(names, _NoLaunch()))
+@contextmanager
+def launches_skipped(*modules) -> Iterator[None]:
+    """Every ``*_kernel`` of each module replaced by :class:`_NoLaunch` for the duration."""
+    with ExitStack() as stack:
+        for module in modules:
+            names = [n for n in vars(module) if n.endswith("_kernel")]
+            stack.enter_context(mock.patch.multiple(module, **dict.fromkeys(names, _NoLaunch())))
+        yield
 
 
 def _host_us(fn: Callable[[], object], calls: int) -> float | str:
@@ -337,8 +341,6 @@ def _host_us(fn: Callable[[], object], calls: int) -> float | str:
 
 def _custom_ops_path():
     """DAWNBENCH_OP_PATH=custom for the duration: the ops' registered path."""
-    from unittest import mock
-
     from dawnbench_fast import op_path
 
     return mock.patch.dict("os.environ", {op_path.ENV: "custom"})

@@ -238,8 +238,12 @@ def launchers() -> SimpleNamespace:
 
 # -- autograd ----------------------------------------------------------------
 def wmat(w: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """[Cout, Cin, 3, 3] -> [9*Cin, Cout], tap-major, the conv kernel's B operand."""
-    return w.to(dtype).permute(2, 3, 1, 0).reshape(-1, w.shape[0]).contiguous()
+    """[Cout, Cin, 3, 3] -> [9*Cin, Cout], tap-major, the conv kernel's B operand
+    (one copy that also casts: an eager call pays a launch per copy)."""
+    cout, cin = w.shape[:2]
+    out = torch.empty((9 * cin, cout), dtype=dtype, device=w.device)
+    out.view(3, 3, cin, cout).copy_(w.permute(2, 3, 1, 0))
+    return out
 
 
 def _wmat_dgrad(w: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

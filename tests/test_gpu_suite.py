@@ -240,6 +240,6 @@ def test_host_costs_time_every_piece_and_the_face_without_launches():
     launches = [k for k in out if k.startswith("Triton launch (")]
     assert len(launches) == 6
     assert "bn_act fwd+bwd, triton face, launches skipped" in out
-    with gpu_suite_ops._launches_skipped(bn_act):
+    with gpu_suite_ops.launches_skipped(bn_act):
         assert isinstance(bn_act.affine_act_kernel, gpu_suite_ops._NoLaunch)
     assert not isinstance(bn_act.affine_act_kernel, gpu_suite_ops._NoLaunch)
