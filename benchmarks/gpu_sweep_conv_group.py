@@ -59,8 +59,7 @@ from dawnbench_fast.cifar.recipe import CifarRecipe  # noqa: E402
 # (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages), the defaults first (the first run's
 # winners, docs/results/gpu-h100-2026-11-26b); BLOCK_N and the forward's BLOCK_K
 # are capped at the call's channels by the launch (a tile wider than them is waste).
-# The forward's 64x128x64 with 8 warps: the one 64-deep tile that compiled without
-# spills under triton 3.9 before the kernel's int32 tile offsets (now all do).
+# The forward's 64x128x64 with 8 warps: fewer registers a thread than the default.
 CONV_CONFIGS = [(128, 128, 64, 8, 3), (64, 128, 64, 4, 3), (128, 128, 64, 8, 4), (128, 128, 64, 4, 3),
                 (64, 128, 64, 4, 4), (128, 64, 64, 4, 3), (64, 64, 64, 4, 4), (128, 128, 32, 4, 4),
                 (128, 128, 128, 8, 3), (64, 128, 64, 8, 3)]

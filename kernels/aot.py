@@ -57,6 +57,11 @@ class KernelSpec:
     num_warps: int = 4
     num_stages: int = 3
     extra: dict[str, Any] = field(default_factory=dict)
+    # i32 arguments that are multiples of 16 at the recipe's shapes: a launch
+    # specialises them (and every 16-byte aligned pointer) as divisible by 16,
+    # which is what lets loads and stores vectorise; without it the compile
+    # would be of a kernel no launch runs.
+    aligned: tuple[str, ...] = ()
 
     def signature(self) -> dict[str, str]:
         sig = {}
@@ -70,6 +75,13 @@ class KernelSpec:
             else:
                 sig[arg] = "i32"
         return sig
+
+    def attrs(self) -> dict[tuple[int], list]:
+        """Triton's specialisation attributes as a launch sets them: every
+        pointer (torch's allocations are 16-byte aligned) and the ``aligned``
+        integers divisible by 16."""
+        return {(i,): [["tt.divisibility", 16]] for i, arg in enumerate(self.kernel.arg_names)
+                if arg in self.ptrs or arg in self.aligned}
 
     def config_label(self) -> str:
         keys = [k for k in self.constexprs if k.startswith("BLOCK") or k == "GROUP_M"]
@@ -100,6 +112,11 @@ def _elementwise_specs(act: int) -> list[KernelSpec]:
     return out
 
 
+# bn_act's integers at the recipe's shapes (batch 1536, 64 or 256 channels): rows,
+# channels, rows a program and partial rows are all multiples of 16.
+BN_ALIGNED = ("R", "C", "P", "rows_per_prog")
+
+
 def _bn_act_specs() -> list[KernelSpec]:
     """bn_act's statistics, finalize, coefficient, apply and backward kernels (bf16, GELU);
     the finalize tiles for the reductions' partial tables at 64 channels."""
@@ -109,33 +126,42 @@ def _bn_act_specs() -> list[KernelSpec]:
         out.append(KernelSpec(f"channel_stats[bf16,{'atomic' if atomic else 'partials'}]",
                               channel_stats_kernel,
                               {"x_ptr": "bf16", "psum_ptr": "fp32", "psumsq_ptr": "fp32"},
-                              {"ATOMIC": atomic, "BLOCK_R": 64, "BLOCK_C": 64}, num_warps=8))
+                              {"ATOMIC": atomic, "BLOCK_R": 64, "BLOCK_C": 64}, num_warps=8,
+                              aligned=BN_ALIGNED))
     out.append(KernelSpec("bn_finalize", bn_finalize_kernel,
                           dict.fromkeys(("psum_ptr", "psumsq_ptr", "weight_ptr", "bias_ptr",
                                          "rmean_ptr", "rvar_ptr", "mean_ptr", "invstd_ptr",
                                          "scale_ptr", "shift_ptr"), "fp32"),
                           {"TRAINING": True, "UPDATE_RUNNING": True, "BLOCK_P": bp, "BLOCK_C": bc},
-                          floats=("count", "momentum", "eps", "unbias"), num_warps=FINALIZE_WARPS))
+                          floats=("count", "momentum", "eps", "unbias"), num_warps=FINALIZE_WARPS,
+                          aligned=BN_ALIGNED))
     out.append(KernelSpec("bn_bwd_coef", bn_bwd_coef_kernel,
                           dict.fromkeys(("pg_ptr", "pgx_ptr", "mean_ptr", "invstd_ptr", "scale_ptr",
                                          "dweight_ptr", "dbias_ptr", "a_ptr", "b_ptr"), "fp32"),
                           {"TRAINING": True, "BLOCK_P": bp, "BLOCK_C": bc}, floats=("count",),
-                          num_warps=FINALIZE_WARPS))
+                          num_warps=FINALIZE_WARPS, aligned=BN_ALIGNED))
     out.append(KernelSpec("affine_act[bf16,gelu]", affine_act_kernel,
                           {"x_ptr": "bf16", "scale_ptr": "fp32", "shift_ptr": "fp32",
-                           "y_ptr": "bf16"}, _rc("bf16"), num_warps=8))
+                           "y_ptr": "bf16"}, _rc("bf16"), num_warps=8, aligned=BN_ALIGNED))
     out.append(KernelSpec("bn_act_bwd_reduce[bf16,gelu]", bn_act_bwd_reduce_kernel,
                           {"dy_ptr": "bf16", "x_ptr": "bf16", "scale_ptr": "fp32",
                            "shift_ptr": "fp32", "pg_ptr": "fp32", "pgx_ptr": "fp32"},
-                          _rc("bf16"), num_warps=8))
+                          _rc("bf16"), num_warps=8, aligned=BN_ALIGNED))
     for pool in (False, True):
         out.append(KernelSpec(f"bn_act_bwd_apply[bf16,gelu{',pool' if pool else ''}]",
                               bn_act_bwd_apply_kernel,
                               {"dy_ptr": "bf16", "x_ptr": "bf16", "scale_ptr": "fp32",
                                "shift_ptr": "fp32", "a_ptr": "fp32", "b_ptr": "fp32",
                                "idx_ptr": "i8", "dx_ptr": "bf16"},
-                              {"POOL": pool, **_rc("bf16")}, num_warps=8))
+                              {"POOL": pool, **_rc("bf16")}, num_warps=8, aligned=BN_ALIGNED))
     return out
+
+
+def _conv_aligned(cin: int) -> tuple[str, ...]:
+    """The conv kernels' integers divisible by 16 at the recipe's shapes: the
+    batch (1536) and output channels (64, 256), the input channels but for 24;
+    the image sides (31, 15, 7 px) are odd."""
+    return ("NB", "COUT", *(("CIN",) if cin % 16 == 0 else ()))
 
 
 def specs(one_per_kernel: bool = False) -> list[KernelSpec]:
@@ -156,7 +182,7 @@ def specs(one_per_kernel: bool = False) -> list[KernelSpec]:
                 {"PROLOGUE": prologue, "ACT": act, "POOL": pool, "STATS": True, "ATOMIC": True,
                  "F32_MATH": False, "DOT_PRECISION": "ieee", "BLOCK_M": bm, "BLOCK_N": bn,
                  "BLOCK_K": bk},
-                num_warps=warps, num_stages=stages))
+                num_warps=warps, num_stages=stages, aligned=_conv_aligned(cin)))
         if dt == "fp16":
             break  # fp16: one conv variant per shape is enough to show it compiles
     out.append(KernelSpec("conv3x3_fwd[fp32/tf32,64->64,pool,deterministic]", conv3x3_fwd_kernel,
@@ -177,7 +203,7 @@ def specs(one_per_kernel: bool = False) -> list[KernelSpec]:
              "dw_ptr": "fp32"},
             {"PROLOGUE": prologue, "ACT": act, "ATOMIC": True, "F32_MATH": False,
              "DOT_PRECISION": "ieee", "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk},
-            num_warps=warps, num_stages=stages))
+            num_warps=warps, num_stages=stages, aligned=(*_conv_aligned(cin), "pix_per_split")))
     out += _bn_act_specs()
     out += _elementwise_specs(act)
     for has_d in (False, True):
@@ -221,7 +247,7 @@ def compile_spec(spec: KernelSpec, target: str) -> dict[str, Any]:
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         raise RuntimeError("AOT compilation needs a process without TRITON_INTERPRET=1 "
                            "(unset it: triton.compile does not work under the interpreter)")
-    src = ASTSource(spec.kernel, spec.signature(), spec.constexprs)
+    src = ASTSource(spec.kernel, spec.signature(), spec.constexprs, spec.attrs())
     k = triton.compile(src, target=TARGETS[target],
                        options={"num_warps": spec.num_warps, "num_stages": spec.num_stages})
     md = k.metadata

@@ -69,14 +69,21 @@ def bn_act_bwd_apply_kernel(
     g = dy * act_grad(x * scale[None, :] + shift[None, :], ACT)
     dx = (g * scale[None, :] + a[None, :] + b[None, :] * x).to(dx_ptr.dtype.element_ty)
     if POOL:
-        # rows index pooled pixels (n, ph, pw); scatter into the 2x2 window.
+        # rows index pooled pixels (n, ph, pw); scatter into the 2x2 window. The
+        # addresses are one int64 base (the block's first window) plus int32
+        # offsets: int64 per element spilled on sm_80 (8 B a thread).
         idx = tl.load(idx_ptr + offs, mask=mask, other=0).to(tl.int32)
         n = rows // (PH * PW)
         rem = rows % (PH * PW)
-        base = (n.to(tl.int64) * H + 2 * (rem // PW)) * W + 2 * (rem % PW)
+        r0 = tl.program_id(0) * BLOCK_R
+        n0 = r0 // (PH * PW)
+        ph0 = (r0 % (PH * PW)) // PW
+        pw0 = (r0 % (PH * PW)) % PW
+        block = dx_ptr + ((n0.to(tl.int64) * H + 2 * ph0) * W + 2 * pw0) * C
+        rel = ((n - n0) * H + 2 * (rem // PW - ph0)) * W + 2 * (rem % PW - pw0)
         for s in tl.static_range(4):
-            full = base + (s // 2) * W + (s % 2)
-            tl.store(dx_ptr + full[:, None] * C + cols[None, :],
+            full = rel + (s // 2) * W + (s % 2)
+            tl.store(block + full[:, None] * C + cols[None, :],
                      tl.where(idx == s, dx, tl.zeros_like(dx)), mask=mask)
     else:
         tl.store(dx_ptr + offs, dx, mask=mask)

@@ -79,10 +79,9 @@ def conv_blocks(cin: int, cout: int) -> tuple[int, int, int, int, int]:
     calls without spills (benchmarks/gpu_sweep_conv_group.py,
     docs/results/gpu-h100-2026-11-26b): 128x128x64 with 8 warps, except for
     the 24-channel input of the first group, where 64-row tiles with 4 warps
-    took 0.93 ms against 1.26. Both the GPU's triton 3.6 and triton 3.9
-    compile them without spills since the kernel addresses its input from
-    each tile's first pixel with int32 offsets (docs/PERFORMANCE.md,
-    "Compiled resources")."""
+    took 0.93 ms against 1.26. Neither the GPU's triton 3.6 nor triton 3.9
+    spills them as a launch compiles them (docs/PERFORMANCE.md, "Compiled
+    resources")."""
     bn = channel_tile(cout, 128)
     bk = channel_tile(cin, 64)
     if interpreting():
