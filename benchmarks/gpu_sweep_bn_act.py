@@ -8,7 +8,7 @@ Sweeps, at the recipe's three BN shapes (bf16 channels_last, GELU, forward +
 backward with a given gradient, as the GPU suite's ops part times them):
 - Triton (kernels/bn_act.py): rows and channels per tile and warps of the
   element-wise and reduction kernels (kernels/launches.py: ``ew_rows``,
-  ``block_c``, ``EW_WARPS``); then, at the default tiles, the reductions'
+  ``block_c``; kernels/bn_act.py: ``WARPS``); then, at the default tiles, the reductions'
   programs (``REDUCTION_PROGRAMS``, the rows of the partial tables) and the
   finalize kernels' tile (kernels/bn_act.py ``FINALIZE_*``: the tall 512 x 16
   tile against the 64 x 64 one with 4 warps that it replaced, unmeasured);
@@ -30,6 +30,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 if "--dry-run" in sys.argv[1:]:  # before anything imports triton, which reads it once
@@ -52,13 +53,21 @@ TRITON_FINALIZE = {"64x64 w4": {"FINALIZE_ROWS": 64, "FINALIZE_TILE": 4096, "FIN
 CUDA_GRID = {"partitions_max": (132, 264, 528, 1056), "elements": (16384, 32768, 65536)}
 
 
+@contextmanager
+def _tiles(rows: int, bc: int, warps: int) -> Iterator[None]:
+    from dawnbench_fast.kernels import bn_act, launches
+
+    with patched(launches, ew_rows=lambda: rows,
+                 block_c=lambda c: min(bc, launches.next_power_of_2(c))), patched(bn_act, WARPS=warps):
+        yield
+
+
 def triton_configs() -> Iterator[tuple[dict, Callable]]:
     from dawnbench_fast.kernels import bn_act, launches
 
     for rows, bc, warps in itertools.product(*TRITON_GRID.values()):
         cfg = {"rows": rows, "block_c": bc, "warps": warps}
-        yield cfg, lambda r=rows, b=bc, w=warps: patched(
-            launches, ew_rows=lambda: r, block_c=lambda c: min(b, launches.next_power_of_2(c)), EW_WARPS=w)
+        yield cfg, lambda r=rows, b=bc, w=warps: _tiles(r, b, w)
     for progs in TRITON_PROGRAMS:
         yield {"programs": progs}, lambda p=progs: patched(launches, REDUCTION_PROGRAMS=p)
     for name, values in TRITON_FINALIZE.items():

@@ -27,6 +27,7 @@ from triton.compiler import ASTSource
 from dawnbench_fast.kernels.augment import augment_kernel
 from dawnbench_fast.kernels.bias_act import bias_act_bwd_kernel, bias_act_fwd_kernel
 from dawnbench_fast.kernels.bn_act import FINALIZE_WARPS, finalize_tile
+from dawnbench_fast.kernels.bn_act import WARPS as BN_ACT_WARPS
 from dawnbench_fast.kernels.bn_act_affine import affine_act_kernel
 from dawnbench_fast.kernels.bn_act_backward import (
     bn_act_bwd_apply_kernel,
@@ -126,7 +127,7 @@ def _bn_act_specs() -> list[KernelSpec]:
         out.append(KernelSpec(f"channel_stats[bf16,{'atomic' if atomic else 'partials'}]",
                               channel_stats_kernel,
                               {"x_ptr": "bf16", "psum_ptr": "fp32", "psumsq_ptr": "fp32"},
-                              {"ATOMIC": atomic, "BLOCK_R": 64, "BLOCK_C": 64}, num_warps=8,
+                              {"ATOMIC": atomic, "BLOCK_R": 64, "BLOCK_C": 64}, num_warps=BN_ACT_WARPS,
                               aligned=BN_ALIGNED))
     out.append(KernelSpec("bn_finalize", bn_finalize_kernel,
                           dict.fromkeys(("psum_ptr", "psumsq_ptr", "weight_ptr", "bias_ptr",
@@ -142,18 +143,18 @@ def _bn_act_specs() -> list[KernelSpec]:
                           num_warps=FINALIZE_WARPS, aligned=BN_ALIGNED))
     out.append(KernelSpec("affine_act[bf16,gelu]", affine_act_kernel,
                           {"x_ptr": "bf16", "scale_ptr": "fp32", "shift_ptr": "fp32",
-                           "y_ptr": "bf16"}, _rc("bf16"), num_warps=8, aligned=BN_ALIGNED))
+                           "y_ptr": "bf16"}, _rc("bf16"), num_warps=BN_ACT_WARPS, aligned=BN_ALIGNED))
     out.append(KernelSpec("bn_act_bwd_reduce[bf16,gelu]", bn_act_bwd_reduce_kernel,
                           {"dy_ptr": "bf16", "x_ptr": "bf16", "scale_ptr": "fp32",
                            "shift_ptr": "fp32", "pg_ptr": "fp32", "pgx_ptr": "fp32"},
-                          _rc("bf16"), num_warps=8, aligned=BN_ALIGNED))
+                          _rc("bf16"), num_warps=BN_ACT_WARPS, aligned=BN_ALIGNED))
     for pool in (False, True):
         out.append(KernelSpec(f"bn_act_bwd_apply[bf16,gelu{',pool' if pool else ''}]",
                               bn_act_bwd_apply_kernel,
                               {"dy_ptr": "bf16", "x_ptr": "bf16", "scale_ptr": "fp32",
                                "shift_ptr": "fp32", "a_ptr": "fp32", "b_ptr": "fp32",
                                "idx_ptr": "i8", "dx_ptr": "bf16"},
-                              {"POOL": pool, **_rc("bf16")}, num_warps=8, aligned=BN_ALIGNED))
+                              {"POOL": pool, **_rc("bf16")}, num_warps=BN_ACT_WARPS, aligned=BN_ALIGNED))
     return out
 
 

@@ -61,6 +61,15 @@ __all__ = ["affine_act", "affine_act_reference", "bn_act", "bn_act_backward_refe
            "bn_finalize_reference", "channel_stats", "channel_stats_reference", "reference"]
 
 
+# Warps of bn_act's element-wise and reduction kernels (64 x 64 tiles, 32
+# elements a thread): the H100 sweep's best (docs/results/gpu-h100-2026-11-26/
+# sweep: 0.402 ms of kernels over the recipe's three shapes against 0.446 with
+# launches.EW_WARPS's 8). Compiled as a launch specialises them, none spills on
+# sm_80 or sm_90 (kernels.report); the "4 warps spill" that had kept 8 came
+# from a compile without that specialisation.
+WARPS = 4
+
+
 def _channel_stats(x2d: torch.Tensor, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-channel partial sums and sums of squares ([P, C] fp32) of R x C."""
     R, C = x2d.shape
@@ -74,7 +83,7 @@ def _channel_stats(x2d: torch.Tensor, deterministic: bool) -> tuple[torch.Tensor
         psumsq = torch.zeros_like(psum)
     grid = (progs, L.cdiv(C, L.block_c(C)))
     channel_stats_kernel[grid](x2d, psum, psumsq, R, C, per, ATOMIC=not deterministic,
-                               BLOCK_R=L.ew_rows(), BLOCK_C=L.block_c(C), num_warps=L.EW_WARPS)
+                               BLOCK_R=L.ew_rows(), BLOCK_C=L.block_c(C), num_warps=WARPS)
     record("channel_stats")
     return psum, psumsq
 
@@ -129,7 +138,7 @@ def _affine_act(x2d: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor,
     y = new_output(x2d.shape, x2d.dtype, x2d.device)
     grid = (L.cdiv(R, L.ew_rows()), L.cdiv(C, L.block_c(C)))
     affine_act_kernel[grid](x2d, scale, shift, y, R, C, ACT=act_code(act),
-                            BLOCK_R=L.ew_rows(), BLOCK_C=L.block_c(C), num_warps=L.EW_WARPS)
+                            BLOCK_R=L.ew_rows(), BLOCK_C=L.block_c(C), num_warps=WARPS)
     record("affine_act")
     return y
 
@@ -201,7 +210,7 @@ def _bn_act_bwd_reduce(dy: torch.Tensor, x: torch.Tensor, scale: torch.Tensor,
     grid = (progs, L.cdiv(C, L.block_c(C)))
     bn_act_bwd_reduce_kernel[grid](dy, x, scale, shift, pg, pgx, R, C, per,
                                    ACT=act_code(act), BLOCK_R=L.ew_rows(), BLOCK_C=L.block_c(C),
-                                   num_warps=L.EW_WARPS)
+                                   num_warps=WARPS)
     record("bn_act_bwd_reduce")
     return pg, pgx
 
@@ -237,7 +246,7 @@ def _bn_act_bwd_apply(dy: torch.Tensor, x: torch.Tensor, scale: torch.Tensor,
     grid = (L.cdiv(R, L.ew_rows()), L.cdiv(C, L.block_c(C)))
     bn_act_bwd_apply_kernel[grid](dy, x, scale, shift, a, b, idx if pool else x, dx,
                                   R, C, h, w, H, W, ACT=act_code(act), POOL=pool,
-                                  BLOCK_R=L.ew_rows(), BLOCK_C=L.block_c(C), num_warps=L.EW_WARPS)
+                                  BLOCK_R=L.ew_rows(), BLOCK_C=L.block_c(C), num_warps=WARPS)
     record("bn_act_bwd_apply")
     return dx
 
