@@ -56,9 +56,11 @@ from gpu_sweeps import patched, refusal, write_record  # noqa: E402
 
 from dawnbench_fast.cifar.recipe import CifarRecipe  # noqa: E402
 
-# (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages), the defaults first (the first run's
-# winners, docs/results/gpu-h100-2026-11-26b); BLOCK_N and the forward's BLOCK_K
-# are capped at the call's channels by the launch (a tile wider than them is waste).
+# (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages), the first the reference of the error
+# column (the first run's winners, docs/results/gpu-h100-2026-11-26b; the defaults,
+# kernels/conv_group.py conv_blocks / wgrad_blocks, now differ per channels); BLOCK_N
+# and the forward's BLOCK_K are capped at the call's channels by the launch (a tile
+# wider than them is waste).
 # The forward's 64x128x64 with 8 warps: fewer registers a thread than the default.
 CONV_CONFIGS = [(128, 128, 64, 8, 3), (64, 128, 64, 4, 3), (128, 128, 64, 8, 4), (128, 128, 64, 4, 3),
                 (64, 128, 64, 4, 4), (128, 64, 64, 4, 3), (64, 64, 64, 4, 4), (128, 128, 32, 4, 4),

@@ -194,7 +194,7 @@ def specs(one_per_kernel: bool = False) -> list[KernelSpec]:
                            "ATOMIC": False, "F32_MATH": False, "DOT_PRECISION": "tf32",
                            "BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32}, num_warps=8))
     # the model's weight gradients, and the prologue variant (FUSED_PROLOGUE) whatever the model runs
-    for cin, cout, prologue in dict.fromkeys(((24, 64, False), (64, 64, FUSED_PROLOGUE),
+    for cin, cout, prologue in dict.fromkeys(((24, 64, False), (64, 64, FUSED_PROLOGUE), (64, 256, False),
                                               (256, 256, FUSED_PROLOGUE), (64, 64, True))):
         bm, bn, bk, warps, stages = wgrad_blocks(cin, cout)
         out.append(KernelSpec(
