@@ -27,7 +27,7 @@ from triton.compiler import ASTSource
 from dawnbench_fast.kernels.augment import augment_kernel
 from dawnbench_fast.kernels.bias_act import bias_act_bwd_kernel, bias_act_fwd_kernel
 from dawnbench_fast.kernels.bn_act import FINALIZE_WARPS, finalize_tile
-from dawnbench_fast.kernels.bn_act import WARPS as BN_ACT_WARPS
+from dawnbench_fast.kernels.bn_act import WARPS as BN_ACT_WARPS  # beside launches.EW_WARPS
 from dawnbench_fast.kernels.bn_act_affine import affine_act_kernel
 from dawnbench_fast.kernels.bn_act_backward import (
     bn_act_bwd_apply_kernel,

@@ -19,6 +19,7 @@ import triton
 import triton.language as tl
 
 from dawnbench_fast.kernels.activations import act_grad
+from dawnbench_fast.kernels.pool_window import block_pixels, window_origin
 from dawnbench_fast.vocabulary import activation
 
 
@@ -69,18 +70,13 @@ def bn_act_bwd_apply_kernel(
     g = dy * act_grad(x * scale[None, :] + shift[None, :], ACT)
     dx = (g * scale[None, :] + a[None, :] + b[None, :] * x).to(dx_ptr.dtype.element_ty)
     if POOL:
-        # rows index pooled pixels (n, ph, pw); scatter into the 2x2 window. The
-        # addresses are one int64 base (the block's first window) plus int32
-        # offsets: int64 per element spilled on sm_80 (8 B a thread).
+        # rows index pooled pixels (n, ph, pw); scatter into the 2x2 window,
+        # addressed from the block's first window (one int64 base, int32 offsets)
         idx = tl.load(idx_ptr + offs, mask=mask, other=0).to(tl.int32)
-        n = rows // (PH * PW)
-        rem = rows % (PH * PW)
-        r0 = tl.program_id(0) * BLOCK_R
-        n0 = r0 // (PH * PW)
-        ph0 = (r0 % (PH * PW)) // PW
-        pw0 = (r0 % (PH * PW)) % PW
-        block = dx_ptr + ((n0.to(tl.int64) * H + 2 * ph0) * W + 2 * pw0) * C
-        rel = ((n - n0) * H + 2 * (rem // PW - ph0)) * W + 2 * (rem % PW - pw0)
+        n, top, left = window_origin(rows, PH, PW)
+        n0, top0, left0 = window_origin(tl.program_id(0) * BLOCK_R, PH, PW)
+        first, rel = block_pixels(n, top, left, n0, top0, left0, H, W)
+        block = dx_ptr + first * C
         for s in tl.static_range(4):
             full = rel + (s // 2) * W + (s % 2)
             tl.store(block + full[:, None] * C + cols[None, :],

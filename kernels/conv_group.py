@@ -171,14 +171,12 @@ def wgrad_blocks(cin: int, cout: int) -> tuple[int, int, int, int, int]:
     channels (0.358 / 0.300 ms against 0.397 / 0.346 with 64 rows at 64->256
     @15 px and 256->256 @7 px; 0.110 against 0.086 at @3 px, a smaller call);
     else 64x128x64 with 8 warps."""
-    bm = channel_tile(9 * cin, 64)
     if interpreting():
-        return bm, channel_tile(cout, 64), INTERPRETER_WGRAD_BLOCK_K, 8, 3
+        return channel_tile(9 * cin, 64), channel_tile(cout, 64), INTERPRETER_WGRAD_BLOCK_K, 8, 3
     if cin < 32:
-        return bm, channel_tile(cout, 64), 32, 4, 4
-    if cout >= 256:
-        return channel_tile(9 * cin, 128), channel_tile(cout, 128), 64, 8, 3
-    return bm, channel_tile(cout, 128), 64, 8, 3
+        return channel_tile(9 * cin, 64), channel_tile(cout, 64), 32, 4, 4
+    rows = 128 if cout >= 256 else 64
+    return channel_tile(9 * cin, rows), channel_tile(cout, 128), 64, 8, 3
 
 
 def _wgrad_splits(pixels: int, tiles: int, bk: int, deterministic: bool) -> int:

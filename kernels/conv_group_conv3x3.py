@@ -26,6 +26,7 @@ import triton
 import triton.language as tl
 
 from dawnbench_fast.kernels.activations import apply_act
+from dawnbench_fast.kernels.pool_window import block_pixels, window_origin
 from dawnbench_fast.vocabulary import activation
 
 
@@ -43,20 +44,14 @@ def conv3x3_fwd_kernel(
     if POOL:
         # OH, OW are the pooled sizes; row m is tap (m % 4) of window m // 4.
         M = NB * OH * OW * 4
-        q = m // 4
         s = m % 4
-        n = q // (OH * OW)
-        rem = q % (OH * OW)
-        oh = 2 * (rem // OW) + s // 2
-        ow = 2 * (rem % OW) + s % 2
-        # the block's first input pixel, and each row's pixel relative to it (any
-        # base would address the same pixels; this one keeps the offsets small)
-        q0 = pid_m * (BLOCK_M // 4)
-        n0 = q0 // (OH * OW)
-        oh0 = 2 * ((q0 % (OH * OW)) // OW)
-        ow0 = 2 * ((q0 % (OH * OW)) % OW)
-        pix0 = (n0.to(tl.int64) * H + oh0) * W + ow0
-        rel = ((n - n0) * H + (oh - oh0)) * W + (ow - ow0)
+        n, top, left = window_origin(m // 4, OH, OW)
+        oh = top + s // 2
+        ow = left + s % 2
+        # each row's pixel relative to the block's first window (any base would
+        # address the same pixels; this one keeps the offsets small)
+        n0, oh0, ow0 = window_origin(pid_m * (BLOCK_M // 4), OH, OW)
+        pix0, rel = block_pixels(n, oh, ow, n0, oh0, ow0, H, W)
     else:
         M = NB * OH * OW
         n = m // (OH * OW)
@@ -66,9 +61,9 @@ def conv3x3_fwd_kernel(
         pix0 = (pid_m * BLOCK_M).to(tl.int64)  # unpooled, row m is input pixel m
         rel = tl.arange(0, BLOCK_M)
     m_ok = m < M
-    # int64 only in the block's base pointer, int32 offsets within the block:
-    # an int64 address per element cost integer work in every K step (sm_90
-    # SASS at 64->64: 1480 -> 1376 instructions, IMAD 225 -> 162).
+    # int64 only in the block's base pointer, int32 offsets within the block
+    # (pool_window.block_pixels; sm_90 SASS at 64->64: 1480 -> 1376
+    # instructions, IMAD 225 -> 162, against an int64 address per element).
     x_base = x_ptr + pix0 * CIN
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = cols < COUT
