@@ -114,3 +114,31 @@ def test_fewer_latency_images_are_labelled_as_over_those_images():
     assert entry.loop_record()["latency_matches_batched"] is None  # no comparison over 2 of 5
     assert entry.loop_record()["latency_top1"] == 0.5
     assert "top-1 50.00% over its 2 images only (of 5 test images" in entry.misc(0.94)["latency_note"]
+
+
+def _summary(seed: int, latency_ms: float | None, top1: float) -> dict:
+    return {"seed": seed, "final_top1": top1, "tta_seconds": None, "latency_ms": latency_ms,
+            "inference_top1": top1, "inference_tta": True, "inference_valid": top1 >= 0.94}
+
+
+def test_the_latency_of_several_seeds_is_labelled_the_mean_never_one_seeds_accuracy():
+    """Issue 42: the mean latency over seeds was printed beside the last seed's
+    accuracy ("1.12 ms (seed 2's model)"). Over several seeds the line says it
+    is the mean of their latencies, then each seed's latency at its own accuracy."""
+    runs_ = [_summary(0, 1.0, 0.9401), _summary(1, 2.0, 0.9399), _summary(2, 3.0, 0.9408)]
+    lines = bench._outcome_lines(runs_, None)
+    head = next(line for line in lines if line.startswith("one-image latency"))
+    assert head.startswith("one-image latency: 2.000 ms, the mean of 3 seeds' latencies")
+    assert "94.08%" not in head  # no single seed's accuracy beside the mean
+    per_seed = [line.strip() for line in lines if line.startswith("  seed ")]
+    assert per_seed == ["seed 0: 1.000 ms, at top-1 94.01% (with TTA)",
+                        "seed 1: 2.000 ms, at top-1 93.99% (with TTA, below the target: not a valid entry)",
+                        "seed 2: 3.000 ms, at top-1 94.08% (with TTA)"]
+
+
+def test_one_timed_run_states_its_own_accuracy_and_names_its_seed_among_several():
+    one = bench._outcome_lines([_summary(0, 1.5, 0.95)], None)
+    assert "one-image latency: 1.500 ms, at top-1 95.00% (with TTA)" in one
+    among = bench._outcome_lines([_summary(0, None, 0.95), _summary(1, 1.5, 0.96)], None)
+    assert ("one-image latency: 1.500 ms (seed 1's model, the only one timed), at top-1 96.00% (with TTA)"
+            in among)
