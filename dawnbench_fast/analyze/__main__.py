@@ -6,18 +6,19 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dawnbench_fast.analyze import batch_size, leaderboard, lesion, stability, thresholds
+from dawnbench_fast.analyze import batch_size, leaderboard, lesion, results, stability, thresholds
 from dawnbench_fast.analyze.study_cli import PROG, split_trainer_args
 from dawnbench_fast.runner import cli
 
-COMMANDS = (stability, thresholds, batch_size, lesion, leaderboard)
+COMMANDS = (stability, thresholds, batch_size, lesion, leaderboard, results)
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = cli.OneLineParser(
         prog=PROG, description="The DAWNBench analyses: each trains (or reads with --from) the runs it "
         "needs and writes <command>.json, .png and .txt into --out. Trainer flags for every run go after "
-        "--, e.g. `stability --runs 5 -- --kernels torch`. docs/ANALYSIS.md has the details.")
+        "--, e.g. `stability --runs 5 -- --kernels torch`. `results` builds README's results table from "
+        "the committed runs instead. docs/ANALYSIS.md has the details.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=cli.OneLineParser)
     for module in COMMANDS:
         module.add_parser(sub)

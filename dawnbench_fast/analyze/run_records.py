@@ -47,6 +47,10 @@ class RunRecord:
     train_cost_usd: float | None
     wall_seconds: float | None = None  # the trainer process's wall time, when an analysis ran it
     cpu: dict | None = None  # run.json's cpu_info (family, model, model_name), where it has one
+    git: dict | None = None  # run.json's git: {"sha", "dirty"}, the code the run ran
+    command: list[str] | None = None  # run.json's command line (argv)
+    device: str | None = None  # "cpu" or "cuda"
+    threads: int | None = None  # CPU threads the run used
 
     @property
     def folder(self) -> str:
@@ -150,7 +154,9 @@ def read_run(path: Path, flag: str = "--from") -> RunRecord:
                          final_top1=float(result["final_top1"]), rows=rows,
                          phases=dict(result.get("phases_seconds") or {}),
                          hardware=str(data.get("hardware", "unknown")),
-                         train_cost_usd=result.get("train_cost_usd"), cpu=data.get("cpu_info"))
+                         train_cost_usd=result.get("train_cost_usd"), cpu=data.get("cpu_info"),
+                         git=data.get("git"), command=data.get("command"), device=data.get("device"),
+                         threads=data.get("threads"))
     except (KeyError, TypeError, ValueError) as e:
         raise ConfigError(f"{flag} {path}: run.json lacks or garbles a key ({e}); docs/RUN_JSON.md "
                           "lists them") from None

@@ -1,0 +1,598 @@
+"""``results [FOLDER]``: the results table that README.md embeds, built from
+the committed run files under FOLDER (default docs/results), never typed.
+
+Regenerate README's table after adding runs (one command, from the
+repository root):
+
+    python -m dawnbench_fast.analyze results docs/results --write README.md
+
+``--check README.md`` exits 1 when README's table differs from what this
+command prints (tests/analyze/test_analyze_results.py runs it); without
+either flag the table is printed.
+
+What it reads:
+
+- every ``compare.json`` (written by compare.py, docs/FACTS.md "Outside
+  instruments": ours and the published recipe's CPU port, run alternately,
+  seed by seed), joined with ours' run.json of each seed in the same folder
+  (the run whose seed and end-of-training clock match the row): the machine
+  class (CPU vendor, family and model), the commit and whether tracked files
+  differed from it (run.json ``git``). Newer compare.json files carry
+  compare.py's own ``provenance`` (commit, dirty, CPU, start time): where
+  both exist, a run is dirty if either says so;
+- every ``suite.json`` of the GPU suite (benchmarks/gpu_suite.py) with a
+  ``peer`` part: ours and the published recipe on the same GPU in blocks;
+  ours' run.json files committed beside it give the commit, else the suite's
+  ``environment.git``;
+- ``provenance.json`` in FOLDER: what the files do not record, written down
+  by whoever ran them from the folders' README.md: commits whose trainer
+  code is the same (so that their pairs pool), and the start time of
+  folders whose files record none.
+
+One row per machine class, code and non-default trainer flags: the ratio
+pooled over every pair of that code (the mean of our end-of-training clocks
+over all pairs divided by the mean of the published recipe's, as compare.py
+computes it), the pair count and the range of per-pair ratios, ours' seeds,
+final top-1 (mean, +- the sample std over seeds when there are several; a
+seed run twice with the same top-1 counts once), how many reached the
+target and the time to it (mean over the runs that reached it). A pair
+whose run is dirty (run.json ``git.dirty`` true) or whose provenance is
+unknown is labelled so; the headline (the ratio in bold) is the newest code
+of each machine class, only where every one of its pairs ran clean code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import statistics
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dawnbench_fast import atomic
+from dawnbench_fast.analyze.leaderboard import _timestamp
+from dawnbench_fast.analyze.run_records import RunRecord, read_run
+from dawnbench_fast.analyze.stats import describe
+from dawnbench_fast.config.overrides import ConfigError
+
+COMMAND = "results"
+DEFAULT_FOLDER = "docs/results"
+NOTES_FILE = "provenance.json"
+COMPARE_FILE = "compare.json"
+SUITE_FILE = "suite.json"
+BEGIN = "<!-- results:begin -->"
+END = "<!-- results:end -->"
+REGENERATE = "python -m dawnbench_fast.analyze results docs/results --write README.md"
+# Trainer flags that leave the recipe as it is (which seed, where the files
+# go, how many runs, the data's folder, the latency loop's length); any other
+# flag makes its runs a row of their own, labelled with it.
+NEUTRAL_FLAGS = {"--seed": 1, "--runs": 1, "--out": 1, "--overwrite": 0, "--no-progress": 0,
+                 "--data-dir": 1, "--latency-images": 1}
+# AMD's families by the names the docs use (docs/PERFORMANCE.md, "The machines").
+NICKNAMES = {("AuthenticAMD", "25", "17"): "Zen 4", ("AuthenticAMD", "26", "2"): "Zen 5"}
+END_CLOCK_TOLERANCE_S = 0.5  # compare.json's end clock against run.json's (hours x 3600 rounding)
+
+
+@dataclass(frozen=True)
+class Machine:
+    """A machine class: a CPU's vendor, family and model (and the threads
+    the runs used), or a GPU's name; ``label`` is what the table shows."""
+
+    key: tuple
+    label: str
+
+
+@dataclass
+class Pair:
+    """One of ours' runs and the published recipe's run of the same seed (a
+    GPU block's k-th run of each side), with ours' provenance."""
+
+    source: Path  # the compare.json or suite.json
+    seed: int
+    ours_end: float  # end-of-training clock, s
+    peer_end: float
+    ours_top1: float  # a fraction
+    ours_tta: float | None  # time to the run's target, None: not reached
+    machine: Machine
+    commit: str | None  # 7 hex digits, None: not recorded
+    dirty: bool | None  # None: not recorded
+    flags: tuple[str, ...] = ()
+    when: str | None = None  # ISO day or UTC time the run started
+
+    @property
+    def ratio(self) -> float:
+        return self.ours_end / self.peer_end
+
+    @property
+    def clean(self) -> bool:
+        return self.commit is not None and self.dirty is False
+
+
+def pooled_ratio(pairs: list[Pair]) -> float:
+    """compare.py's ratio over ``pairs``: the mean of ours' end-of-training
+    clocks over the mean of the published recipe's."""
+    return statistics.fmean(p.ours_end for p in pairs) / statistics.fmean(p.peer_end for p in pairs)
+
+
+@dataclass
+class Notes:
+    """provenance.json: commits declared the same code, and start times."""
+
+    same_code: list[dict] = field(default_factory=list)
+    dates: dict[str, dict] = field(default_factory=dict)
+
+    def code(self, commit: str | None) -> str | None:
+        """The first commit of ``commit``'s declared group, else itself."""
+        for group in self.same_code:
+            if commit in group["commits"]:
+                return group["commits"][0]
+        return commit
+
+    def date(self, folder: str) -> str | None:
+        entry = self.dates.get(folder)
+        return None if entry is None else entry["utc"]
+
+
+@dataclass
+class Group:
+    """A row: every pair of one code on one machine class, with one set of flags."""
+
+    machine: Machine
+    code: str | None
+    flags: tuple[str, ...]
+    pairs: list[Pair]
+    headline: bool = False
+
+    @property
+    def ratio(self) -> float:
+        return pooled_ratio(self.pairs)
+
+    def commits(self, notes: Notes) -> list[str]:
+        """Its commits: a declared group's in the declared order, else by when they ran."""
+        mine = {p.commit for p in self.pairs if p.commit}
+        declared = next((grp["commits"] for grp in notes.same_code if self.code in grp["commits"]), [])
+        first = [c for c in declared if c in mine]
+        return first + sorted(mine - set(first), key=lambda c: min((p.when or "") for p in self.pairs
+                                                                   if p.commit == c))
+
+    @property
+    def when(self) -> str:
+        return max((p.when or "") for p in self.pairs)
+
+    @property
+    def clean(self) -> bool:
+        return all(p.clean for p in self.pairs)
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(COMMAND, help="README's results table, built from the committed run files",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("folder", nargs="?", default=DEFAULT_FOLDER,
+                   help=f"the folder of committed runs (default {DEFAULT_FOLDER})")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--check", metavar="FILE",
+                      help=f"exit 1 when FILE's table (between {BEGIN} and {END}) differs from this one")
+    mode.add_argument("--write", metavar="FILE", help="replace FILE's table (between the same markers)")
+    p.set_defaults(command_fn=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    folder = Path(args.folder)
+    target = args.check or args.write
+    base = Path(target).resolve().parent if target else Path.cwd()
+    text = markdown(folder, base)
+    if args.check:
+        return check(Path(args.check), text)
+    if args.write:
+        write(Path(args.write), text)
+        print(f"written: the results table of {args.write} ({text.count(chr(10)) + 1} lines)")
+        return 0
+    print(text)
+    return 0
+
+
+# -- reading ---------------------------------------------------------------
+
+
+def read_notes(folder: Path) -> Notes:
+    path = folder / NOTES_FILE
+    if not path.exists():
+        return Notes()
+    try:
+        data = json.loads(path.read_text())
+        notes = Notes(same_code=list(data.get("same_code", [])), dates=dict(data.get("dates", {})))
+        for group in notes.same_code:
+            if not (isinstance(group["commits"], list) and len(group["commits"]) > 1 and group["why"]
+                    and group["kind"]):
+                raise ValueError("each same_code entry needs two or more commits, a kind and a why")
+        for entry in notes.dates.values():
+            if not isinstance(entry["utc"], str):
+                raise ValueError("each dates entry needs a utc string")
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ConfigError(f"{path}: not the provenance notes ({type(e).__name__}: {e})") from None
+    return notes
+
+
+def _load(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ConfigError(f"{path}: cannot be read as JSON ({type(e).__name__})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: not a JSON object")
+    return data
+
+
+def _runs_under(folder: Path) -> list[RunRecord]:
+    return [read_run(p, COMMAND) for p in sorted(folder.rglob("run.json"))]
+
+
+def _short(sha: object) -> str | None:
+    return sha[:7] if isinstance(sha, str) and sha else None
+
+
+def _dirty(*values: object) -> bool | None:
+    known = [v for v in values if isinstance(v, bool)]
+    return any(known) if known else None
+
+
+def flags_of(command: list[str] | None) -> tuple[str, ...]:
+    """The trainer flags of a run.json command line that change what runs
+    (NEUTRAL_FLAGS and their values left out)."""
+    if not command:
+        return ()
+    argv = list(command)
+    for i, token in enumerate(argv):
+        if token.endswith("dawnbench_fast.cifar") or token.endswith("dawnbench_fast/cifar"):
+            argv = argv[i + 1:]
+            break
+    kept, i = [], 0
+    while i < len(argv):
+        name = argv[i].split("=", 1)[0]
+        if name in NEUTRAL_FLAGS:
+            i += 1 + (NEUTRAL_FLAGS[name] if "=" not in argv[i] else 0)
+            continue
+        kept.append(argv[i])
+        i += 1
+    return tuple(kept)
+
+
+def machine_of(record: RunRecord | None, cpu: dict | None = None) -> Machine:
+    """The machine class of a CPU run: run.json's cpu_info, else compare.py's
+    provenance ``cpu`` (/proc/cpuinfo's 'model name', 'cpu family', 'model')."""
+    info = (record.cpu if record else None) or {}
+    vendor, family, model = info.get("vendor"), info.get("family"), info.get("model")
+    name = info.get("model_name")
+    if family is None and cpu:
+        family, model, name = cpu.get("cpu family"), cpu.get("model"), cpu.get("model name")
+    threads = record.threads if record else None
+    if family is None:
+        hardware = record.hardware if record else "a CPU"
+        return Machine(("cpu", "unknown", hardware), f"{hardware} (CPU family and model not recorded)")
+    nick = NICKNAMES.get((vendor, str(family), str(model)))
+    if nick is None and "amx_tile" in (info.get("features") or []):
+        nick = "AMX"
+    label = f"{name or vendor or 'CPU'}, family {family} model {model}" + (f" ({nick})" if nick else "")
+    label += f", {threads} threads" if threads else ""
+    return Machine(("cpu", str(family), str(model), threads), label)
+
+
+def _match(records: list[RunRecord], seed: int, end_clock: float) -> RunRecord | None:
+    """Ours' run.json of a compare.json row: the same seed and end clock."""
+    found = [r for r in records if r.seed == seed and abs(r.end_clock - end_clock) <= END_CLOCK_TOLERANCE_S]
+    return min(found, key=lambda r: abs(r.end_clock - end_clock)) if found else None
+
+
+def _day_of(record: RunRecord | None) -> str | None:
+    """The day the DAWNBench training JSON beside a run states, if any."""
+    if record is None:
+        return None
+    days = [d for d in map(_timestamp, sorted(record.path.parent.glob("*.json"))) if d]
+    return min(days) if days else None
+
+
+def compare_pairs(path: Path, notes: Notes) -> list[Pair]:
+    """The pairs of one compare.json, each joined with ours' run.json."""
+    data = _load(path)
+    try:
+        rows = data["rows"]
+        ours = {int(r["seed"]): r for r in rows if r["side"] == "ours"}
+        peer = {int(r["seed"]): r for r in rows if r["side"] == "peer"}
+    except (KeyError, TypeError, ValueError) as e:
+        raise ConfigError(f"{path}: not compare.py's JSON (rows: {type(e).__name__} {e})") from None
+    prov = data.get("provenance") if isinstance(data.get("provenance"), dict) else {}
+    records = _runs_under(path.parent)
+    pairs = []
+    for seed in sorted(ours.keys() & peer.keys()):
+        o, q = ours[seed], peer[seed]
+        rec = _match(records, seed, float(o["end_clock"]))
+        git = (rec.git if rec else None) or {}
+        flags = flags_of(rec.command) if rec else tuple(data.get("extra") or ())
+        when = prov.get("started_utc") or notes.date(path.parent.name) or _day_of(rec)
+        pairs.append(Pair(source=path, seed=seed, ours_end=float(o["end_clock"]),
+                          peer_end=float(q["end_clock"]), ours_top1=float(o["acc"]) / 100,
+                          ours_tta=o.get("to_target"),
+                          machine=machine_of(rec, prov.get("cpu")),
+                          commit=_short(git.get("sha")) or _short(prov.get("commit")),
+                          dirty=_dirty(git.get("dirty"), prov.get("dirty")), flags=flags, when=when))
+    return pairs
+
+
+def _committed_run(folder: Path, recorded: str | None, records: list[RunRecord]) -> RunRecord | None:
+    """The run.json committed under ``folder`` that the suite recorded at
+    ``recorded`` (a path on the GPU machine): the longest tail of that path
+    that exists under the folder."""
+    if not recorded:
+        return None
+    parts = Path(recorded).parts
+    by_path = {r.path.resolve(): r for r in records}
+    for k in range(len(parts) - 1, 0, -1):
+        hit = by_path.get((folder / Path(*parts[-k:])).resolve())
+        if hit is not None:
+            return hit
+    return None
+
+
+def suite_pairs(path: Path, notes: Notes) -> list[Pair]:
+    """The pairs of a GPU suite's peer part: within each block, ours' k-th
+    run (by seed) beside the published recipe's k-th run."""
+    data = _load(path)
+    peer = (data.get("parts") or {}).get("peer") or {}
+    if not peer.get("blocks"):
+        return []
+    env = data.get("environment") or {}
+    gpu = ((env.get("gpu") or {}).get("name")) or "a GPU (name not recorded)"
+    machine = Machine(("gpu", gpu), gpu)
+    records = _runs_under(path.parent)
+    suite_git = env.get("git") or {}
+    pairs = []
+    for block in peer["blocks"]:
+        ours = sorted((block.get("ours") or {}).get("runs") or [], key=lambda r: r["seed"])
+        theirs = (block.get("peer") or {}).get("runs") or []
+        for o, q in zip(ours, theirs, strict=False):  # a stopped block pairs what both sides finished
+            rec = _committed_run(path.parent, o.get("run_json"), records)
+            git = (rec.git if rec else None) or suite_git
+            pairs.append(Pair(source=path, seed=int(o["seed"]), ours_end=float(o["end_clock_s"]),
+                              peer_end=float(q["time_seconds"]), ours_top1=float(o["final_top1"]),
+                              ours_tta=o.get("time_to_target_s"), machine=machine,
+                              commit=_short(git.get("sha")), dirty=_dirty(git.get("dirty")),
+                              flags=flags_of(rec.command) if rec else (),
+                              when=peer.get("started") or notes.date(path.parent.name)))
+    return pairs
+
+
+def read_pairs(folder: Path, notes: Notes) -> list[Pair]:
+    if not folder.is_dir():
+        raise ConfigError(f"{folder}: no such folder; pass the folder of committed runs (docs/results)")
+    pairs = []
+    for path in sorted(folder.rglob(COMPARE_FILE)):
+        pairs += compare_pairs(path, notes)
+    for path in sorted(folder.rglob(SUITE_FILE)):
+        pairs += suite_pairs(path, notes)
+    return pairs
+
+
+def groups_of(pairs: Iterable[Pair], notes: Notes) -> list[Group]:
+    """Rows: machine classes in label order, each class's newest code first;
+    the headline is the newest code of a class where all its pairs are clean."""
+    by_key: dict[tuple, Group] = {}
+    for p in pairs:
+        key = (p.machine, notes.code(p.commit), p.flags)
+        by_key.setdefault(key, Group(p.machine, key[1], p.flags, [])).pairs.append(p)
+    groups = sorted(by_key.values(), key=lambda g: (g.machine.label, _reverse(g.when), g.code or ""))
+    seen: set = set()
+    for g in groups:
+        if g.machine not in seen:
+            seen.add(g.machine)
+            g.headline = g.clean and not g.flags
+    return groups
+
+
+def _reverse(text: str) -> tuple:
+    return tuple(-ord(c) for c in text) + (1,)  # newest first; a longer (timed) stamp before its day
+
+
+# -- rendering -------------------------------------------------------------
+
+
+def _seeds(seeds: list[int]) -> str:
+    """0-2, 4, 7-9; ``each twice`` when every seed ran twice."""
+    counts = Counter(seeds)
+    unique = sorted(counts)
+    spans, start = [], unique[0]
+    for a, b in zip(unique, unique[1:] + [None], strict=True):
+        if b != a + 1:
+            spans.append(f"{start}" if start == a else f"{start}-{a}")
+            start = b
+    text = ", ".join(spans)
+    times = set(counts.values())
+    if times != {1}:
+        text += " (each twice)" if times == {2} else " (" + ", ".join(
+            f"{s} x{n}" for s, n in sorted(counts.items()) if n > 1) + ")"
+    return text
+
+
+def _one_per_seed(pairs: list[Pair]) -> list[Pair]:
+    """A seed run again with the same top-1 (the same code's same model)
+    counts once for the accuracy; differing repeats all count."""
+    seen, kept = set(), []
+    for p in pairs:
+        if (p.seed, p.ours_top1) not in seen:
+            seen.add((p.seed, p.ours_top1))
+            kept.append(p)
+    return kept
+
+
+def _mean_std(values: list[float], scale: float, digits: int, unit: str) -> str:
+    d = describe(values)
+    if not d["n"]:
+        return "-"
+    if d["std"] is None:
+        return f"{scale * d['mean']:.{digits}f}{unit}"
+    return f"{scale * d['mean']:.{digits}f} +- {scale * d['std']:.{digits}f}{unit}"
+
+
+def _time(pairs: list[Pair]) -> str:
+    reached = [p.ours_tta for p in pairs if p.ours_tta is not None]
+    d = describe(reached)
+    if not d["n"]:
+        return "not reached"
+    digits = 1 if d["mean"] >= 10 else 2
+    std = "" if d["std"] is None else f" +- {d['std']:.{digits}f}"
+    return f"{d['mean']:.{digits}f}{std} s"
+
+
+def _link(path: Path, base: Path) -> str:
+    folder = path.parent
+    target = folder / "README.md" if (folder / "README.md").exists() else path
+    return f"[{folder.name}]({Path(os.path.relpath(target.resolve(), base)).as_posix()})"
+
+
+def _provenance(g: Group) -> str:
+    if g.clean:
+        text = "clean: every run at its commit"
+    else:
+        parts = []
+        for what, test in (("dirty", lambda p: p.dirty is True),
+                           ("unknown", lambda p: p.commit is None or p.dirty is None)):
+            by_source: dict[str, list[int]] = {}
+            for p in g.pairs:
+                if test(p):
+                    by_source.setdefault(p.source.parent.name, []).append(p.seed)
+            if by_source:
+                where = "; ".join(f"{name} seed{'s' if len(s) > 1 else ''} {_seeds(s)}"
+                                  for name, s in by_source.items())
+                parts.append(f"{what}: {where}")
+        text = "; ".join(parts)
+        clean = [p for p in g.pairs if p.clean]
+        if clean:
+            plural = "s" if len(clean) > 1 else ""
+            text += f"; the {len(clean)} clean pair{plural} alone: {pooled_ratio(clean):.3f}"
+        else:
+            text += "; no clean pair"
+    if g.flags:
+        text += f"; flags `{' '.join(g.flags)}`"
+    return text
+
+
+def _unclean(g: Group) -> str:
+    """`` (2 of 6 pairs dirty)``: beside a ratio that is no headline for it."""
+    dirty = sum(p.dirty is True for p in g.pairs)
+    unknown = sum(p.dirty is not True and not p.clean for p in g.pairs)
+    counts = ((dirty, "dirty"), (unknown, "of unknown provenance"))
+    what = [f"{n} of {len(g.pairs)} pairs {w}" for n, w in counts if n]
+    return f" ({', '.join(what)})" if what else ""
+
+
+def render(groups: list[Group], notes: Notes, base: Path) -> str:
+    """The Markdown table and its notes (links relative to ``base``)."""
+    head = ["machine class", "code", "date", "ratio to the published recipe (pooled)",
+            "pairs (per-pair range)", "ours: seeds", "top-1", "reached 94%", "time to 94%", "provenance",
+            "files"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for g in groups:
+        ratios = [p.ratio for p in g.pairs]
+        acc = _one_per_seed(g.pairs)
+        ratio = f"{g.ratio:.3f}"
+        sources = sorted({p.source for p in g.pairs})
+        cells = [g.machine.label,
+                 " = ".join(g.commits(notes)) or "not recorded",
+                 ", ".join(sorted({(p.when or "not recorded")[:10] for p in g.pairs})),
+                 f"**{ratio}**" if g.headline else ratio + _unclean(g),
+                 f"{len(g.pairs)} ({min(ratios):.3f}-{max(ratios):.3f})" if len(ratios) > 1 else
+                 f"1 ({ratios[0]:.3f})",
+                 _seeds([p.seed for p in g.pairs]),
+                 _mean_std([p.ours_top1 for p in acc], 100, 2, "%"),
+                 f"{sum(p.ours_tta is not None for p in acc)}/{len(acc)}",
+                 _time(g.pairs),
+                 _provenance(g),
+                 ", ".join(_link(s, base) for s in sources)]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "Ratio: the mean of ours' end-of-training clocks over every pair of that code on that "
+              "machine class, divided by the published recipe's mean (below 1, ours is faster), as "
+              "compare.py computes it on the CPU (docs/FACTS.md, \"Outside instruments\") and the GPU "
+              "suite's peer part on a GPU (docs/GPU_SUITE.md); a GPU block's k-th runs of the two sides "
+              "make its pairs. Top-1 and reached count a seed run twice with the same top-1 once; the "
+              "time to 94% is the mean over every run that reached it. A ratio in bold is a machine class's "
+              "headline, its newest code, only where every pair ran clean code (run.json `git.dirty` "
+              "false); a dirty or unknown provenance is never a headline."]
+    used = {c for g in groups for c in g.commits(notes)}
+    for group in notes.same_code:
+        shown = [c for c in group["commits"] if c in used]
+        if len(shown) > 1:
+            lines += ["", f"{' = '.join(shown)}: the same code ({group['kind']}), pooled. {group['why']}"
+                      + _agreement(groups, shown)]
+    lines += ["", f"Built by `{REGENERATE}` from the files under docs/results/ (compare.json, suite.json, "
+              f"run.json, and {NOTES_FILE} for what they do not record); `--check README.md` tests it."]
+    return "\n".join(lines)
+
+
+def _agreement(groups: list[Group], commits: list[str]) -> str:
+    """Whether seeds that ran at more than one of ``commits`` on one machine
+    class reached the same top-1 (the same code gives the same model on the CPU)."""
+    same, differ = 0, []
+    for g in groups:
+        by_seed: dict[int, set[float]] = {}
+        for p in g.pairs:
+            if p.commit in commits:
+                by_seed.setdefault(p.seed, set()).add(p.ours_top1)
+        multi = {s: v for s, v in by_seed.items()
+                 if len({p.commit for p in g.pairs if p.seed == s and p.commit in commits}) > 1}
+        same += sum(len(v) == 1 for v in multi.values())
+        differ += [s for s, v in multi.items() if len(v) > 1]
+    if differ:
+        return f" The top-1 of seed(s) {_seeds(differ)} differ between them: check the declaration."
+    return f" The {same} seed(s) run at more than one of them give the same top-1." if same else ""
+
+
+def markdown(folder: Path, base: Path) -> str:
+    """The table the command prints for ``folder``, links relative to ``base``."""
+    notes = read_notes(folder)
+    groups = groups_of(read_pairs(folder, notes), notes)
+    if not groups:
+        raise ConfigError(f"{folder}: no compare.json or GPU suite.json with a peer part under it: no table")
+    return render(groups, notes, base)
+
+
+# -- the README block --------------------------------------------------------
+
+
+def _split(path: Path) -> tuple[str, str, str]:
+    """(before the table, the table, after it) of a file with the markers."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot be read ({type(e).__name__})") from None
+    if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
+        raise ConfigError(f"{path}: needs one {BEGIN} line before one {END} line around the table")
+    before, rest = text.split(BEGIN, 1)
+    block, after = rest.split(END, 1)
+    return before + BEGIN, block, END + after
+
+
+def embedded(path: Path) -> str:
+    """The table ``path`` holds between the markers."""
+    return _split(path)[1].strip("\n")
+
+
+def check(path: Path, text: str) -> int:
+    """0 when ``path``'s table is ``text``, else 1 and the difference."""
+    held = embedded(path)
+    if held == text:
+        print(f"{path}: the results table is what the run files give")
+        return 0
+    diff = difflib.unified_diff(held.splitlines(), text.splitlines(), f"{path} (held)", "the run files",
+                                lineterm="")
+    print("\n".join(diff))
+    print(f"{path}: the results table differs from the run files; regenerate it: {REGENERATE}")
+    return 1
+
+
+def write(path: Path, text: str) -> None:
+    before, _, after = _split(path)
+    atomic.write_text(path, f"{before}\n{text}\n{after}")

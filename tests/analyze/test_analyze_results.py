@@ -1,0 +1,219 @@
+"""``python -m dawnbench_fast.analyze results`` (issue 42): README's results
+table is what the committed run files give, pooled over every pair of the
+same code, and a dirty or unknown provenance is never a headline. Reads
+files only: no training."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from dawnbench_fast.analyze import results
+from dawnbench_fast.analyze.__main__ import main
+from dawnbench_fast.config.overrides import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "docs" / "results"
+README = ROOT / "README.md"
+ZEN4 = {"vendor": "AuthenticAMD", "family": "25", "model": "17", "model_name": "AMD EPYC"}
+
+
+def test_readme_table_is_what_the_run_files_give():
+    held = results.embedded(README)
+    built = results.markdown(RESULTS, ROOT)
+    assert held == built, f"README.md's results table is stale; regenerate it: {results.REGENERATE}"
+
+
+def test_the_command_checks_readme():
+    assert main(["results", str(RESULTS), "--check", str(README)]) == 0
+
+
+def test_a_planted_difference_fails_the_check(tmp_path, capsys):
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n\n{results.BEGIN}\n{results.END}\n\nafter\n")
+    assert main(["results", str(RESULTS), "--write", str(readme)]) == 0
+    assert main(["results", str(RESULTS), "--check", str(readme)]) == 0
+    text = readme.read_text()
+    assert text.startswith("# x\n\n") and text.endswith(f"{results.END}\n\nafter\n")  # the rest kept
+    readme.write_text(text.replace("0.565", "0.556", 1))  # one figure typed over
+    capsys.readouterr()
+    assert main(["results", str(RESULTS), "--check", str(readme)]) == 1
+    out = capsys.readouterr().out
+    assert "-| AMD EPYC" in out and "0.556" in out and results.REGENERATE in out
+
+
+def test_no_markers_is_a_one_line_error(tmp_path, capsys):
+    readme = tmp_path / "README.md"
+    readme.write_text("no table here\n")
+    assert main(["results", str(RESULTS), "--check", str(readme)]) == 2
+    assert "needs one <!-- results:begin -->" in capsys.readouterr().err
+
+
+def test_the_amx_row_pools_both_runs_of_its_code_and_is_no_headline():
+    """The same CPU code ran twice on the AMX Xeon (0.557 and 0.419): one
+    row over the six pairs, about 0.49, its dirty pairs named, not bold."""
+    notes = results.read_notes(RESULTS)
+    groups = results.groups_of(results.read_pairs(RESULTS, notes), notes)
+    amx = next(g for g in groups if g.code == "dc3431e")
+    assert len(amx.pairs) == 6 and amx.ratio == pytest.approx(0.492, abs=5e-4)
+    assert not amx.headline and not amx.clean
+    assert {p.seed for p in amx.pairs if p.dirty} == {1, 2}
+    rows = [line for line in results.embedded(README).splitlines() if line.startswith("| ")]
+    assert "0.419" not in "".join(rows) and "**" not in "".join(rows)  # no dirty headline anywhere today
+
+
+# -- made-up run folders -------------------------------------------------------
+
+
+def _run_json(folder: Path, seed: int, end: float, top1: float, *, sha: str = "a" * 40,
+              dirty: bool | None = False, cpu: dict | None = None, device: str = "cpu",
+              flags: tuple[str, ...] = ()) -> None:
+    folder.mkdir(parents=True)
+    data = {"git": {"sha": sha, "dirty": dirty}, "cpu_info": cpu or ZEN4, "threads": 2, "device": device,
+            "hardware": "AMD EPYC, 2 threads",
+            "command": ["python", "-m", "dawnbench_fast.cifar", "--seed", str(seed), "--no-progress",
+                        "--out", "/tmp/x", *flags],
+            "config": {"target": 0.94},
+            "result": {"seed": seed, "final_top1": top1,
+                       "epochs": [{"epoch": 9, "clock_seconds": end, "top1": top1}]}}
+    (folder / "run.json").write_text(json.dumps(data))
+
+
+def _compare(folder: Path, pairs: list[tuple[int, float, float, float]], provenance: dict | None = None,
+             run_files: bool = True, **run_kw) -> None:
+    """compare.json (and ours' run.json per seed) for (seed, ours, peer, top-1) pairs."""
+    rows = []
+    for seed, ours, peer, top1 in pairs:
+        rows += [{"side": "ours", "seed": seed, "acc": 100 * top1, "end_clock": ours,
+                  "to_target": ours if top1 >= 0.94 else None, "wall": ours + 40},
+                 {"side": "peer", "seed": seed, "acc": 94.1, "end_clock": peer, "to_target": peer,
+                  "wall": peer + 70}]
+        if run_files:
+            _run_json(folder / f"ours-{seed}", seed, ours, top1, **run_kw)
+    folder.mkdir(parents=True, exist_ok=True)
+    data = {"rows": rows, "ratio": 0.0, "summary": {}}
+    if provenance is not None:
+        data["provenance"] = provenance
+    (folder / "compare.json").write_text(json.dumps(data))
+
+
+def _table(root: Path, notes: dict | None = None) -> tuple[list[results.Group], str]:
+    if notes is not None:
+        (root / results.NOTES_FILE).write_text(json.dumps(notes))
+    n = results.read_notes(root)
+    groups = results.groups_of(results.read_pairs(root, n), n)
+    return groups, results.render(groups, n, root)
+
+
+def test_pooled_ratio_is_the_mean_of_clocks_over_every_pair_and_the_newest_clean_code_is_bold(tmp_path):
+    _compare(tmp_path / "old", [(0, 600.0, 1000.0, 0.941)], sha="b" * 40,
+             provenance={"started_utc": "2026-01-01T00:00:00Z"})
+    _compare(tmp_path / "new-1", [(0, 400.0, 1000.0, 0.942), (1, 500.0, 800.0, 0.939)],
+             provenance={"started_utc": "2026-02-01T00:00:00Z"})
+    _compare(tmp_path / "new-2", [(2, 300.0, 1200.0, 0.945)],
+             provenance={"started_utc": "2026-02-02T00:00:00Z"})
+    groups, text = _table(tmp_path)
+    assert [g.code for g in groups] == ["aaaaaaa", "bbbbbbb"]  # the newest code first
+    new = groups[0]
+    # the mean of the clocks over the mean of the peer's, not a mean of per-pair ratios
+    assert new.ratio == pytest.approx((400 + 500 + 300) / 3 / ((1000 + 800 + 1200) / 3))
+    assert new.headline and not groups[1].headline
+    row = next(line for line in text.splitlines() if "| aaaaaaa |" in line)
+    assert f"**{new.ratio:.3f}**" in row and "3 (0.250-0.625)" in row and "| 0-2 |" in row
+    assert "| 94.20 +- 0.30% | 2/3 |" in row and "| 350.0 +- 70.7 s |" in row  # seed 1 missed 94%
+    assert "**" not in next(line for line in text.splitlines() if "| bbbbbbb |" in line)
+
+
+def test_a_dirty_pair_is_labelled_and_takes_the_headline_away(tmp_path):
+    _compare(tmp_path / "run", [(0, 400.0, 1000.0, 0.942), (1, 500.0, 1000.0, 0.943)])
+    (tmp_path / "run" / "ours-1" / "run.json").write_text(
+        (tmp_path / "run" / "ours-1" / "run.json").read_text().replace('"dirty": false', '"dirty": true'))
+    groups, text = _table(tmp_path)
+    assert not groups[0].headline and "**" not in text
+    assert "0.450 (1 of 2 pairs dirty)" in text and "dirty: run seed 1" in text
+    assert "the 1 clean pair alone: 0.400" in text
+
+
+def test_provenance_from_compare_json_without_run_files(tmp_path):
+    """compare.py's own provenance serves where ours' run.json is missing, and
+    its dirty flag counts; without either the provenance is unknown."""
+    prov = {"commit": "c" * 40, "dirty": True, "started_utc": "2026-03-01T00:00:00Z",
+            "cpu": {"model name": "AMD EPYC", "cpu family": "25", "model": "17"}}
+    _compare(tmp_path / "with", [(0, 400.0, 1000.0, 0.942)], provenance=prov, run_files=False)
+    _compare(tmp_path / "without", [(0, 450.0, 1000.0, 0.942)], run_files=False)
+    groups, text = _table(tmp_path)
+    by_code = {g.code: g for g in groups}
+    assert by_code["ccccccc"].pairs[0].dirty is True and "family 25 model 17" in groups[0].machine.label
+    unknown = by_code[None]
+    assert unknown.pairs[0].commit is None and not unknown.headline
+    assert "1 of 1 pairs of unknown provenance" in text and "| not recorded |" in text
+
+
+def test_declared_same_code_pools_and_its_seeds_are_checked(tmp_path):
+    _compare(tmp_path / "first", [(0, 400.0, 1000.0, 0.942)], sha="d" * 40)
+    _compare(tmp_path / "second", [(0, 300.0, 1000.0, 0.943)], sha="e" * 40)
+    notes = {"same_code": [{"commits": ["ddddddd", "eeeeeee"], "kind": "same CPU path", "why": "Refactor."}]}
+    groups, text = _table(tmp_path, notes)
+    assert len(groups) == 1 and groups[0].ratio == pytest.approx(0.35)
+    assert "| ddddddd = eeeeeee |" in text
+    assert "The top-1 of seed(s) 0 differ between them: check the declaration." in text
+
+
+def test_non_default_flags_make_a_row_of_their_own(tmp_path):
+    _compare(tmp_path / "plain", [(0, 400.0, 1000.0, 0.942)])
+    _compare(tmp_path / "epochs", [(1, 300.0, 1000.0, 0.931)], flags=("--epochs", "7"))
+    groups, text = _table(tmp_path)
+    assert sorted(g.flags for g in groups) == [(), ("--epochs", "7")]
+    assert "flags `--epochs 7`" in text
+
+
+def test_the_gpu_suite_pairs_each_block_and_reads_the_committed_run_files(tmp_path):
+    suite = tmp_path / "gpu"
+    for seed, end in ((0, 2.8), (1, 2.6)):
+        _run_json(suite / "ours_block0" / f"seed{seed}", seed, end, 0.941, dirty=True, device="cuda")
+    ours = [{"seed": s, "final_top1": 0.941, "time_to_target_s": e, "end_clock_s": e,
+             "run_json": f"/root/run/peer/ours_block0/seed{s}/run.json"} for s, e in ((1, 2.6), (0, 2.8))]
+    peer = [{"run": "0", "tta_val_acc": 0.943, "time_seconds": 1.4}, {"run": "1", "tta_val_acc": 0.942,
+                                                                      "time_seconds": 1.6}]
+    data = {"parts": {"peer": {"started": "2026-04-01T00:00:00Z",
+                               "blocks": [{"order": ["ours", "peer"], "ours": {"runs": ours},
+                                           "peer": {"runs": peer}}]}},
+            "environment": {"gpu": {"name": "NVIDIA H200"}, "git": {"sha": "f" * 40, "dirty": False}}}
+    (suite / "suite.json").write_text(json.dumps(data))
+    groups, text = _table(tmp_path)
+    (g,) = groups
+    assert g.machine.label == "NVIDIA H200" and g.ratio == pytest.approx(2.7 / 1.5)
+    assert [(p.seed, p.peer_end) for p in g.pairs] == [(0, 1.4), (1, 1.6)]
+    assert g.code == "aaaaaaa" and all(p.dirty for p in g.pairs)  # run.json's git, not the suite's
+    assert "2 of 2 pairs dirty" in text and "no clean pair" in text
+
+
+def test_a_folder_without_comparisons_is_a_one_line_error(tmp_path):
+    with pytest.raises(ConfigError, match="no compare.json or GPU suite.json"):
+        results.markdown(tmp_path, tmp_path)
+
+
+def _in_history(commit: str) -> bool:
+    return subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=ROOT,
+                          capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_commits_declared_identical_have_the_same_code():
+    """provenance.json's 'identical' groups: no package file differs (git;
+    skipped where this checkout lacks their history)."""
+    code = ["dawnbench_fast", "csrc", "kernels", "setup.py", "pyproject.toml"]
+    for group in results.read_notes(RESULTS).same_code:
+        if group["kind"] != "identical":
+            continue
+        first, *others = group["commits"]
+        for other in others:
+            if not (_in_history(first) and _in_history(other)):
+                pytest.skip(f"{first} or {other} is not in this checkout's history")
+            diff = subprocess.run(["git", "diff", "--name-only", first, other, "--", *code], cwd=ROOT,
+                                  capture_output=True, text=True, check=True).stdout.split()
+            assert diff == [], f"{first} and {other} are declared identical, but differ in {diff}"
