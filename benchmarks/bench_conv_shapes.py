@@ -85,7 +85,7 @@ def test_conv3x3(benchmark, cin, cout, side, pass_):
         from dawnbench_fast.csrc import conv_group_wgrad
 
         if not conv_group_wgrad.supported():
-            pytest.skip("needs the C++ build and a CPU with AVX-512 BF16")
+            pytest.skip("unavailable here: needs the C++ build and a CPU with AVX-512 BF16")
         _record(benchmark, gflop, lambda: conv_group_wgrad.conv3x3_wgrad(x, dy, w))
         return
     if pass_ == "wgrad_im2col":  # one GEMM of the unfolded input: the AMX default on 3x3 maps
@@ -106,7 +106,7 @@ def test_conv3x3_wgrad_pooled(benchmark, cin, cout, side, kernel):
     from dawnbench_fast.csrc import conv_group_wgrad
 
     if not conv_group_wgrad.supported():
-        pytest.skip("needs the C++ build and a CPU with AVX-512 BF16")
+        pytest.skip("unavailable here: needs the C++ build and a CPU with AVX-512 BF16")
     benchmark.group = f"conv3x3 {cin}->{cout} @{side}, batch {BATCH}, bf16"
     x, w = _bf16_cl(BATCH, cin, side, side), _bf16_cl(cout, cin, 3, 3)
     y = torch.randn(BATCH, cout, side, side, dtype=torch.bfloat16)
@@ -134,7 +134,7 @@ def test_conv3x3_dgrad_pooled(benchmark, cin, cout, side, kernel):
     from dawnbench_fast.csrc import conv_group_dgrad
 
     if kernel == "pooled" and not conv_group_dgrad.supported():
-        pytest.skip("needs the C++ build")
+        pytest.skip("unavailable here: needs the C++ build")
     benchmark.group = f"conv3x3 {cin}->{cout} @{side}, batch {BATCH}, bf16"
     x, w, dy = _bf16_cl(BATCH, cin, side, side), _bf16_cl(cout, cin, 3, 3), _pool_gradient(cout, side)
     w = w.contiguous()  # as the conv group's weight
@@ -168,7 +168,7 @@ def test_wgrad_amx_interleaved(benchmark, cin, cout, side):
     from dawnbench_fast.csrc import conv_group, conv_group_wgrad
 
     if not conv_group_wgrad.amx_supported():
-        pytest.skip("needs the C++ build and a CPU and OS with AMX tiles")
+        pytest.skip("unavailable here: needs the C++ build and a CPU and OS with AMX tiles")
     benchmark.group = f"conv3x3 {cin}->{cout} @{side} weight gradients interleaved, batch {BATCH}, bf16"
     x, w, dy = _bf16_cl(BATCH, cin, side, side), _bf16_cl(cout, cin, 3, 3), _bf16_cl(BATCH, cout, side, side)
     others = {"fwd": lambda: F.conv2d(x, w, padding=1), "aten": lambda: conv_group._METHODS["aten"](x, dy, w)}

@@ -140,7 +140,7 @@ def test_bias_act(benchmark, native_build, impl, batch, dtype, layout):
 def augment_inputs():
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, size=(50_000, 32, 32, 3), dtype=np.uint8)
-    padded = torch.from_numpy(A.pad_reflect(images, 2))
+    padded = A.pad_reflect(torch.from_numpy(images), 2)
     scale, shift = (torch.from_numpy(a) for a in A.normalisation((0.49, 0.48, 0.45), (0.25, 0.24, 0.26)))
     return padded, scale, shift, rng.permutation(50_000)
 

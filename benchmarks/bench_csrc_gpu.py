@@ -105,7 +105,7 @@ def test_augment(benchmark, impl):
 
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, size=(50_000, 32, 32, 3), dtype=np.uint8)
-    padded = torch.from_numpy(A.pad_reflect(images, 2)).cuda()
+    padded = A.pad_reflect(torch.from_numpy(images), 2).cuda()
     scale, shift = (torch.from_numpy(a).cuda() for a in A.normalisation((0.5,) * 3, (0.25,) * 3))
     idx = torch.from_numpy(rng.permutation(50_000)[:BATCH]).cuda()
     p = A.augment_params(0, 1, idx.cpu().numpy())

@@ -163,7 +163,7 @@ def _small_map_on_amx(x: torch.Tensor) -> bool:
             and x.shape[2] * x.shape[3] <= AMX_IM2COL_MAX_PIXELS and wgrad.onednn_has_amx())
 
 
-def _applicable(x: torch.Tensor, w: torch.Tensor) -> list[str]:
+def applicable_methods(x: torch.Tensor, w: torch.Tensor) -> list[str]:
     """The methods ``auto`` times for this shape: torch's always, ours where it applies."""
     return [k for k in _METHODS if k not in BACKEND_METHODS or (k in _KERNELS and _KERNELS[k][1](x, w))]
 
@@ -223,7 +223,7 @@ def measure_wgrad(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> dict:
     """Median seconds of each method that applies over REPS interleaved calls
     (a method more than 1.5x slower than the best after the first round stops
     there), and the choice: the default unless another beats it by more than MARGIN."""
-    methods = {name: _METHODS[name] for name in _applicable(x, w)}
+    methods = {name: _METHODS[name] for name in applicable_methods(x, w)}
     incumbent = default_method(x, w)
     times: dict[str, list[float]] = {name: [] for name in methods}
     for fn in methods.values():
@@ -259,7 +259,7 @@ def choose_wgrad(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> str:
         return policy
     ckey = _cache_key(x, w)
     cached = _read_cache().get(ckey)
-    if cached and cached.get("method") in _applicable(x, w):
+    if cached and cached.get("method") in applicable_methods(x, w):
         _CHOICE[key] = {"method": cached["method"], "source": "cache",
                         "median_s": cached.get("median_s")}
     elif policy == "frozen":

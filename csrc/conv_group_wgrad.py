@@ -28,12 +28,15 @@ import torch
 from dawnbench_fast.csrc import native
 from dawnbench_fast.csrc.conv_group_costs import COSTS
 from dawnbench_fast.csrc.engine import new_output
-from dawnbench_fast.hardware.machine import cpu_flags
+from dawnbench_fast.hardware.machine import cpu_flags, hidden_cpu_flags
 from dawnbench_fast.roofline.registry import register_flop_formulas
 
 
-def _native_says(check: str) -> bool:
-    """The C++ build's answer to ``check()``; False without a build."""
+def _native_says(check: str, flag: str) -> bool:
+    """The C++ build's answer to ``check()`` (it asks CPUID); False without a
+    build, or where DAWNBENCH_HIDE_CPU_FLAGS hides the CPU ``flag`` it needs."""
+    if flag in hidden_cpu_flags():
+        return False
     try:
         return bool(getattr(native.load(), check)())
     except native.NativeUnavailable:
@@ -42,7 +45,7 @@ def _native_says(check: str) -> bool:
 
 def supported() -> bool:
     """Whether the C++ build in use has the kernel and this CPU runs it."""
-    return _native_says("conv3x3_wgrad_supported")
+    return _native_says("conv3x3_wgrad_supported", "avx512_bf16")
 
 
 def _bf16_3x3(x: torch.Tensor, w: torch.Tensor) -> bool:
@@ -182,7 +185,7 @@ AMX_KERNEL_MAX_PIXELS = 49
 def amx_supported() -> bool:
     """Whether the C++ build in use has the AMX weight gradient and this CPU
     and OS give it AMX tiles (CPUID and Linux's arch_prctl permission)."""
-    return _native_says("conv3x3_wgrad_amx_supported")
+    return _native_says("conv3x3_wgrad_amx_supported", "amx_bf16")
 
 
 def amx_applies(x: torch.Tensor, w: torch.Tensor) -> bool:

@@ -40,6 +40,7 @@ from dawnbench_fast.kernels.conv_group_conv3x3 import conv3x3_fwd_kernel
 from dawnbench_fast.kernels.conv_group_wgrad import conv3x3_wgrad_kernel
 from dawnbench_fast.kernels.gemm_kernel import gemm_configs, gemm_kernel
 from dawnbench_fast.kernels.launches import REDUCTION_PROGRAMS
+from dawnbench_fast.vocabulary import activation
 
 TARGETS = {"sm_80": GPUTarget("cuda", 80, 32), "sm_90": GPUTarget("cuda", 90, 32)}
 
@@ -90,26 +91,34 @@ class KernelSpec:
         return f"{tiles} w{self.num_warps} s{self.num_stages}"
 
 
-def _rc(dt: str, act: int = 2, block_r: int = 64, block_c: int = 64) -> dict[str, Any]:
-    return {"ACT": act, "BLOCK_R": block_r, "BLOCK_C": block_c}
+# The activations the trainers launch, by name: the default recipe's conv groups (SiLU,
+# cifar/recipe.py's ``act``) and its whitening conv's and the published recipe's (GELU).
+# tests/ops/test_triton_aot.py checks that the recipe's choices are here.
+ACTS: tuple[str, ...] = ("silu", "gelu")
 
 
-def _elementwise_specs(act: int) -> list[KernelSpec]:
-    """The augmentation (uint8 to bf16), and bias_act in both layouts (bf16)."""
+def _rc(act: str, block_r: int = 64, block_c: int = 64) -> dict[str, Any]:
+    return {"ACT": activation(act).code, "BLOCK_R": block_r, "BLOCK_C": block_c}
+
+
+def _elementwise_specs() -> list[KernelSpec]:
+    """The augmentation (uint8 to bf16), and bias_act in both layouts (bf16) with each of ACTS."""
     out = [KernelSpec("augment[u8->bf16]", augment_kernel,
                       {"padded_ptr": "u8", "idx_ptr": "i64", "ox_ptr": "i32", "oy_ptr": "i32",
                        "flip_ptr": "i32", "cutx_ptr": "i32", "cuty_ptr": "i32",
                        "scale_ptr": "fp32", "shift_ptr": "fp32", "out_ptr": "bf16"},
                       {"SIZE": 32, "C": 3, "BLOCK": 4096}, num_warps=8)]
-    for cl in (True, False):  # channels_last as the model's activations; NCHW
-        fmt = "nhwc" if cl else "nchw"
-        out.append(KernelSpec(f"bias_act_fwd[bf16,gelu,{fmt}]", bias_act_fwd_kernel,
-                              {"x_ptr": "bf16", "bias_ptr": "fp32", "y_ptr": "bf16"},
-                              {"ACT": act, "CL": cl, "BLOCK_R": 64, "BLOCK_K": 64}, num_warps=8))
-        out.append(KernelSpec(f"bias_act_bwd[bf16,gelu,{fmt}]", bias_act_bwd_kernel,
-                              {"dy_ptr": "bf16", "x_ptr": "bf16", "bias_ptr": "fp32", "dx_ptr": "bf16",
-                               "part_ptr": "fp32"},
-                              {"ACT": act, "CL": cl, "BLOCK_R": 64, "BLOCK_K": 64}, num_warps=8))
+    for act in ACTS:
+        for cl in (True, False):  # channels_last as the model's activations; NCHW
+            fmt = "nhwc" if cl else "nchw"
+            code = activation(act).code
+            out.append(KernelSpec(f"bias_act_fwd[bf16,{act},{fmt}]", bias_act_fwd_kernel,
+                                  {"x_ptr": "bf16", "bias_ptr": "fp32", "y_ptr": "bf16"},
+                                  {"ACT": code, "CL": cl, "BLOCK_R": 64, "BLOCK_K": 64}, num_warps=8))
+            out.append(KernelSpec(f"bias_act_bwd[bf16,{act},{fmt}]", bias_act_bwd_kernel,
+                                  {"dy_ptr": "bf16", "x_ptr": "bf16", "bias_ptr": "fp32", "dx_ptr": "bf16",
+                                   "part_ptr": "fp32"},
+                                  {"ACT": code, "CL": cl, "BLOCK_R": 64, "BLOCK_K": 64}, num_warps=8))
     return out
 
 
@@ -119,8 +128,9 @@ BN_ALIGNED = ("R", "C", "P", "rows_per_prog")
 
 
 def _bn_act_specs() -> list[KernelSpec]:
-    """bn_act's statistics, finalize, coefficient, apply and backward kernels (bf16, GELU);
-    the finalize tiles for the reductions' partial tables at 64 channels."""
+    """bn_act's statistics, finalize, coefficient, apply and backward kernels (bf16; those
+    that apply an activation with each of ACTS); the finalize tiles for the reductions'
+    partial tables at 64 channels."""
     out: list[KernelSpec] = []
     bp, bc = finalize_tile(64, REDUCTION_PROGRAMS)
     for atomic in (True, False):
@@ -141,21 +151,28 @@ def _bn_act_specs() -> list[KernelSpec]:
                                          "dweight_ptr", "dbias_ptr", "a_ptr", "b_ptr"), "fp32"),
                           {"TRAINING": True, "BLOCK_P": bp, "BLOCK_C": bc}, floats=("count",),
                           num_warps=FINALIZE_WARPS, aligned=BN_ALIGNED))
-    out.append(KernelSpec("affine_act[bf16,gelu]", affine_act_kernel,
-                          {"x_ptr": "bf16", "scale_ptr": "fp32", "shift_ptr": "fp32",
-                           "y_ptr": "bf16"}, _rc("bf16"), num_warps=BN_ACT_WARPS, aligned=BN_ALIGNED))
-    out.append(KernelSpec("bn_act_bwd_reduce[bf16,gelu]", bn_act_bwd_reduce_kernel,
-                          {"dy_ptr": "bf16", "x_ptr": "bf16", "scale_ptr": "fp32",
-                           "shift_ptr": "fp32", "pg_ptr": "fp32", "pgx_ptr": "fp32"},
-                          _rc("bf16"), num_warps=BN_ACT_WARPS, aligned=BN_ALIGNED))
-    for pool in (False, True):
-        out.append(KernelSpec(f"bn_act_bwd_apply[bf16,gelu{',pool' if pool else ''}]",
-                              bn_act_bwd_apply_kernel,
+    for act in ACTS:
+        out.append(KernelSpec(f"affine_act[bf16,{act}]", affine_act_kernel,
+                              {"x_ptr": "bf16", "scale_ptr": "fp32", "shift_ptr": "fp32",
+                               "y_ptr": "bf16"}, _rc(act), num_warps=BN_ACT_WARPS, aligned=BN_ALIGNED))
+        out.append(KernelSpec(f"bn_act_bwd_reduce[bf16,{act}]", bn_act_bwd_reduce_kernel,
                               {"dy_ptr": "bf16", "x_ptr": "bf16", "scale_ptr": "fp32",
-                               "shift_ptr": "fp32", "a_ptr": "fp32", "b_ptr": "fp32",
-                               "idx_ptr": "i8", "dx_ptr": "bf16"},
-                              {"POOL": pool, **_rc("bf16")}, num_warps=BN_ACT_WARPS, aligned=BN_ALIGNED))
+                               "shift_ptr": "fp32", "pg_ptr": "fp32", "pgx_ptr": "fp32"},
+                              _rc(act), num_warps=BN_ACT_WARPS, aligned=BN_ALIGNED))
+        for pool in (False, True):
+            out.append(KernelSpec(f"bn_act_bwd_apply[bf16,{act}{',pool' if pool else ''}]",
+                                  bn_act_bwd_apply_kernel,
+                                  {"dy_ptr": "bf16", "x_ptr": "bf16", "scale_ptr": "fp32",
+                                   "shift_ptr": "fp32", "a_ptr": "fp32", "b_ptr": "fp32",
+                                   "idx_ptr": "i8", "dx_ptr": "bf16"},
+                                  {"POOL": pool, **_rc(act)}, num_warps=BN_ACT_WARPS, aligned=BN_ALIGNED))
     return out
+
+
+def _acts(prologue: bool) -> tuple[str, ...]:
+    """The conv kernels apply ACT only in their BN+act prologue: without it one
+    compile (ACTS[0]'s code, unused) stands for every activation."""
+    return ACTS if prologue else ACTS[:1]
 
 
 def _conv_aligned(cin: int) -> tuple[str, ...]:
@@ -166,47 +183,51 @@ def _conv_aligned(cin: int) -> tuple[str, ...]:
 
 
 def specs(one_per_kernel: bool = False) -> list[KernelSpec]:
-    """The variants the model and the trainer launch (widths 64/256/256, bf16),
-    and bf16 GELU variants of the catalogued ops no model uses (bias_act);
-    ``one_per_kernel`` keeps the first variant of each kernel (fast test)."""
+    """The variants the model and the trainer launch (widths 64/256/256, bf16,
+    each activation of ACTS where the kernel applies one), and bf16 variants of
+    the catalogued ops no model uses (bias_act); ``one_per_kernel`` keeps the
+    first variant of each kernel (fast test)."""
     out: list[KernelSpec] = []
-    act = 2  # GELU
     for dt in ("bf16", "fp16"):
         for cin, cout, pool, prologue in ((24, 64, True, False), (64, 64, False, FUSED_PROLOGUE),
                                          (64, 256, True, False), (256, 256, False, FUSED_PROLOGUE)):
             bm, bn, bk, warps, stages = conv_blocks(cin, cout)
-            out.append(KernelSpec(
-                f"conv3x3_fwd[{dt},{cin}->{cout},{'pool' if pool else 'prologue' if prologue else 'plain'}]",
-                conv3x3_fwd_kernel,
-                {"x_ptr": dt, "w_ptr": dt, "scale_ptr": "fp32", "shift_ptr": "fp32",
-                 "y_ptr": dt, "idx_ptr": "i8", "psum_ptr": "fp32", "psumsq_ptr": "fp32"},
-                {"PROLOGUE": prologue, "ACT": act, "POOL": pool, "STATS": True, "ATOMIC": True,
-                 "F32_MATH": False, "DOT_PRECISION": "ieee", "BLOCK_M": bm, "BLOCK_N": bn,
-                 "BLOCK_K": bk},
-                num_warps=warps, num_stages=stages, aligned=_conv_aligned(cin)))
+            for act in _acts(prologue):
+                form = "pool" if pool else f"prologue,{act}" if prologue else "plain"
+                out.append(KernelSpec(
+                    f"conv3x3_fwd[{dt},{cin}->{cout},{form}]", conv3x3_fwd_kernel,
+                    {"x_ptr": dt, "w_ptr": dt, "scale_ptr": "fp32", "shift_ptr": "fp32",
+                     "y_ptr": dt, "idx_ptr": "i8", "psum_ptr": "fp32", "psumsq_ptr": "fp32"},
+                    {"PROLOGUE": prologue, "ACT": activation(act).code, "POOL": pool, "STATS": True,
+                     "ATOMIC": True, "F32_MATH": False, "DOT_PRECISION": "ieee", "BLOCK_M": bm,
+                     "BLOCK_N": bn, "BLOCK_K": bk},
+                    num_warps=warps, num_stages=stages, aligned=_conv_aligned(cin)))
         if dt == "fp16":
             break  # fp16: one conv variant per shape is enough to show it compiles
-    out.append(KernelSpec("conv3x3_fwd[fp32/tf32,64->64,pool,deterministic]", conv3x3_fwd_kernel,
-                          {"x_ptr": "fp32", "w_ptr": "fp32", "scale_ptr": "fp32",
-                           "shift_ptr": "fp32", "y_ptr": "fp32", "idx_ptr": "i8",
-                           "psum_ptr": "fp32", "psumsq_ptr": "fp32"},
-                          {"PROLOGUE": True, "ACT": act, "POOL": True, "STATS": True,
-                           "ATOMIC": False, "F32_MATH": False, "DOT_PRECISION": "tf32",
-                           "BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32}, num_warps=8))
+    for act in ACTS:
+        out.append(KernelSpec(f"conv3x3_fwd[fp32/tf32,64->64,pool,prologue,{act},deterministic]",
+                              conv3x3_fwd_kernel,
+                              {"x_ptr": "fp32", "w_ptr": "fp32", "scale_ptr": "fp32",
+                               "shift_ptr": "fp32", "y_ptr": "fp32", "idx_ptr": "i8",
+                               "psum_ptr": "fp32", "psumsq_ptr": "fp32"},
+                              {"PROLOGUE": True, "ACT": activation(act).code, "POOL": True, "STATS": True,
+                               "ATOMIC": False, "F32_MATH": False, "DOT_PRECISION": "tf32",
+                               "BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32}, num_warps=8))
     # the model's weight gradients, and the prologue variant (FUSED_PROLOGUE) whatever the model runs
     for cin, cout, prologue in dict.fromkeys(((24, 64, False), (64, 64, FUSED_PROLOGUE), (64, 256, False),
                                               (256, 256, FUSED_PROLOGUE), (64, 64, True))):
         bm, bn, bk, warps, stages = wgrad_blocks(cin, cout)
-        out.append(KernelSpec(
-            f"conv3x3_wgrad[bf16,{cin}->{cout}{',prologue' if prologue else ''}]",
-            conv3x3_wgrad_kernel,
-            {"x_ptr": "bf16", "dy_ptr": "bf16", "scale_ptr": "fp32", "shift_ptr": "fp32",
-             "dw_ptr": "fp32"},
-            {"PROLOGUE": prologue, "ACT": act, "ATOMIC": True, "F32_MATH": False,
-             "DOT_PRECISION": "ieee", "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk},
-            num_warps=warps, num_stages=stages, aligned=(*_conv_aligned(cin), "pix_per_split")))
+        for act in _acts(prologue):
+            out.append(KernelSpec(
+                f"conv3x3_wgrad[bf16,{cin}->{cout}{f',prologue,{act}' if prologue else ''}]",
+                conv3x3_wgrad_kernel,
+                {"x_ptr": "bf16", "dy_ptr": "bf16", "scale_ptr": "fp32", "shift_ptr": "fp32",
+                 "dw_ptr": "fp32"},
+                {"PROLOGUE": prologue, "ACT": activation(act).code, "ATOMIC": True, "F32_MATH": False,
+                 "DOT_PRECISION": "ieee", "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk},
+                num_warps=warps, num_stages=stages, aligned=(*_conv_aligned(cin), "pix_per_split")))
     out += _bn_act_specs()
-    out += _elementwise_specs(act)
+    out += _elementwise_specs()
     for has_d in (False, True):
         for cfg in gemm_configs():
             kw = dict(cfg.kwargs)

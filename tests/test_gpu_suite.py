@@ -6,6 +6,7 @@ it prints it; bad flags are one line and exit 2."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ import torch
 from support.cifar_data import cifar_dir
 
 from dawnbench_fast import dispatch
+from dawnbench_fast.reporting import provenance
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
@@ -26,17 +28,21 @@ from gpu_suite_record import Suite  # noqa: E402
 from gpu_suite_roofline import kernel_pattern  # noqa: E402
 
 
-def suite(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+def suite(*args: str, timeout: float = 240, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(BENCH / "gpu_suite.py"), *args], capture_output=True,
-                          text=True, timeout=timeout, cwd=ROOT)
+                          text=True, timeout=timeout, cwd=ROOT, env={**os.environ, **(env or {})})
 
 
 @pytest.fixture(scope="module")
 def dry_run(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("suite")
-    r = suite("--out", str(out), "--dry-run", "--data-dir", str(cifar_dir()))
+    stamp = out.parent / f"{out.name}-source.json"  # as a lent GPU is run: the carried checkout's stamp
+    stamp.write_text(json.dumps(provenance.make_stamp()))
+    r = suite("--out", str(out), "--dry-run", "--data-dir", str(cifar_dir()),
+              env={provenance.STAMP_ENV: str(stamp)})
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    return {"out": out, "json": json.loads((out / "suite.json").read_text()), "stdout": r.stdout}
+    return {"out": out, "json": json.loads((out / "suite.json").read_text()), "stdout": r.stdout,
+            "stamp": json.loads(stamp.read_text())}
 
 
 def test_dry_run_goes_through_every_part(dry_run):
@@ -49,6 +55,17 @@ def test_dry_run_goes_through_every_part(dry_run):
     assert env["gpu"]["present"] is False and env["torch"] and env["nvtx_imports"] in (True, False)
     assert d["parts"]["build"]["before"]["extension"] in (True, False)
     assert (dry_run["out"] / "suite.log").read_text().count("started") == 5
+
+
+def test_the_suite_and_its_runs_name_the_stamped_commit(dry_run):
+    """Issue 42: the GPU machine's .git may be stale; the carried stamp decides."""
+    stamp = dry_run["stamp"]
+    want = {"sha": stamp["commit"], "dirty": bool(stamp["changed_at_stamp"]), "source": "stamp"}
+    got = dry_run["json"]["environment"]["git"]
+    assert {k: got[k] for k in want} == want and got["files_checked"] == len(stamp["files"])
+    (run,) = dry_run["json"]["parts"]["trainer"]["runs"]
+    ran = json.loads(Path(run["run_json"]).read_text())["git"]
+    assert {k: ran[k] for k in want} == want
 
 
 def test_trainer_and_peer_records_come_from_the_runs(dry_run):

@@ -24,7 +24,7 @@ from dawnbench_fast.config import config_file
 from dawnbench_fast.config.precision import with_resolved_precision
 from dawnbench_fast.csrc import conv_group, conv_group_dgrad
 from dawnbench_fast.data.cifar10 import Cifar10, DataError, load_cifar10
-from dawnbench_fast.data.cifar10_device import DeviceData, prepare_data
+from dawnbench_fast.data.cifar10_device import DeviceData, place_data, prepare_data
 from dawnbench_fast.execution import gpu_defaults
 from dawnbench_fast.execution.distributed import World
 from dawnbench_fast.execution.runtime import configure_process, resolve_device
@@ -106,7 +106,7 @@ def load_data(cfg: Config, device: torch.device, w: World) -> CifarData:
     if not ds.verified and w.main:
         print(f"note: {ds.root}: files are not byte-identical to the originals "
               "(contents validated)", file=sys.stderr)
-    return CifarData(ds, prepare_data(ds, cfg, device))
+    return CifarData(ds, place_data(ds, cfg, device))
 
 
 def set_wgrad_policy(cfg: Config) -> None:

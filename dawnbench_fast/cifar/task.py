@@ -30,7 +30,7 @@ from dawnbench_fast.config.precision import with_resolved_precision
 from dawnbench_fast.csrc import conv_group, engine
 from dawnbench_fast.data import augment as aug
 from dawnbench_fast.data.cifar10 import load_cifar10
-from dawnbench_fast.data.cifar10_device import DeviceData, prepare_data
+from dawnbench_fast.data.cifar10_device import DeviceData, place_data
 from dawnbench_fast.data.host_copy import to_device
 from dawnbench_fast.data.progressive import epoch_side, first_epoch_of_each_side, keyed_crop
 from dawnbench_fast.data.pruning import EpochPruner
@@ -62,7 +62,7 @@ class Config(CifarRecipe):
         the task (train.loss_trajectory runs any recipe through this)."""
         cfg, _ = with_resolved_precision(validate(self), device)
         backend = dispatch.resolve_backend(cfg.kernels, device)
-        data = prepare_data(load_cifar10(cfg.data_dir, cfg.download), cfg, device)
+        data = place_data(load_cifar10(cfg.data_dir, cfg.download), cfg, device)
         return CifarTask(cfg, data, device, backend)
 
 
@@ -152,7 +152,7 @@ class CifarTask:
         self.whiten_bias_steps = steps_in(cfg.whiten_bias_epochs, self.steps_per_epoch)
         self.augment = dispatch.get_op("augment", backend)
         # one epoch of each training resolution, for the warm-up (train.warm_up)
-        side = data.padded.shape[1] - 2 * cfg.translate
+        side = data.side
         self.warm_up_epochs = first_epoch_of_each_side(cfg.progressive, loop_epochs(cfg.epochs), side)
         self.step = 0
         self.model: CifarNet | None = None
@@ -175,7 +175,10 @@ class CifarTask:
         return self.step < self.whiten_bias_steps
 
     def init_model(self) -> None:
-        """Build the net from the seed and set its first conv (``cfg.first_conv``)."""
+        """Pad and normalise the data (DeviceData.prepare: on the clock, as the
+        published recipe does), build the net from the seed and set its first
+        conv (``cfg.first_conv``)."""
+        self.data.prepare()
         torch.manual_seed(self.cfg.seed)
         self.model = build_model(self.cfg, self.device, self.backend)
         self.model.init_first_conv(self.cfg.first_conv, self.data.whiten_x, eps=self.cfg.whiten_eps)
@@ -209,8 +212,10 @@ class CifarTask:
         return {"filters": filters.param_groups[0]["lr"], **{name: g["lr"] for name, g in groups}}
 
     def epoch_batches(self, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        """(indices, augmented images) for each step of ``epoch``."""
+        """(indices, augmented images) for each step of ``epoch`` (after init_model)."""
         cfg = self.cfg
+        if self.data.padded is None:
+            raise RuntimeError("CifarTask.epoch_batches before init_model: init pads the data, on the clock")
         order = np.random.default_rng([cfg.seed, epoch]).permutation(self.n_train)
         if self.pruner is not None:
             order = self.pruner.epoch_order(order, epoch)

@@ -117,11 +117,21 @@ def normalisation(mean: tuple[float, ...], std: tuple[float, ...]) -> tuple[np.n
     return scale, shift
 
 
-def pad_reflect(images: np.ndarray, pad: int) -> np.ndarray:
-    """Reflect-pad an NHWC uint8 array once, for the whole dataset."""
+def pad_reflect(images: torch.Tensor, pad: int) -> torch.Tensor:
+    """Reflect-pad NHWC images of any dtype (numpy's ``mode="reflect"``: the
+    edge pixel is not repeated) by gathering rows and columns, which works for
+    uint8 on every device where ``F.pad``'s reflect mode does not."""
     if pad == 0:
-        return np.ascontiguousarray(images)
-    return np.pad(images, ((0, 0), (pad, pad), (pad, pad), (0, 0)), mode="reflect")
+        return images.contiguous()
+    h, w = images.shape[1], images.shape[2]
+    if pad >= min(h, w):
+        raise ValueError(f"reflect padding of {pad} px needs images larger than {pad} px, not {h}x{w}")
+
+    def reflected(n: int) -> torch.Tensor:
+        i = torch.arange(-pad, n + pad, device=images.device).abs()
+        return torch.where(i > n - 1, 2 * (n - 1) - i, i)
+
+    return images.index_select(1, reflected(h)).index_select(2, reflected(w))
 
 
 def augment_torch(

@@ -38,11 +38,24 @@ def cpu_model() -> str:
     return _cpuinfo_fields().get("model name") or platform.processor() or platform.machine()
 
 
+# Flags this process treats as absent (comma-separated), so that a machine that has
+# AMX or AVX-512 BF16 still proves the code paths and skips of one that lacks them
+# (tests/test_benchmarks.py runs the benchmarks so). The C++ build asks CPUID itself:
+# the Python checks in front of its kernels honour this too (csrc/conv_group_wgrad.py).
+HIDE_FLAGS_ENV = "DAWNBENCH_HIDE_CPU_FLAGS"
+
+
+def hidden_cpu_flags() -> set[str]:
+    """The flags ``DAWNBENCH_HIDE_CPU_FLAGS`` hides (empty when unset)."""
+    return {f.strip() for f in os.environ.get(HIDE_FLAGS_ENV, "").split(",") if f.strip()}
+
+
 def cpu_flags() -> set[str]:
     """The CPU's feature flags as the OS reports them: /proc/cpuinfo's ``flags``
-    on x86, ``Features`` on ARM (empty where there is no /proc/cpuinfo)."""
+    on x86, ``Features`` on ARM (empty where there is no /proc/cpuinfo), less
+    those ``DAWNBENCH_HIDE_CPU_FLAGS`` hides."""
     f = _cpuinfo_fields()
-    return set((f.get("flags") or f.get("Features") or "").split())
+    return set((f.get("flags") or f.get("Features") or "").split()) - hidden_cpu_flags()
 
 
 def cpu_info() -> dict[str, object]:

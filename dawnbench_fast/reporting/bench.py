@@ -28,6 +28,7 @@ from dawnbench_fast.atomic import write_json, write_text
 from dawnbench_fast.execution import runtime
 from dawnbench_fast.hardware import gpu_info
 from dawnbench_fast.hardware.machine import cpu_info, cpu_model
+from dawnbench_fast.reporting import provenance
 from dawnbench_fast.training.train import EpochRow, LoopResult
 
 # Bumped when a run.json key changes meaning or goes away (docs/RUN_JSON.md).
@@ -40,6 +41,12 @@ RUN_JSON_SCHEMA_VERSION = 2
 
 
 def git_revision() -> dict[str, object]:
+    """The commit of the code that runs and whether the checkout differs from
+    it: proved from a source stamp where DAWNBENCH_SOURCE_STAMP names one (a
+    copied checkout whose .git may be stale: dawnbench_fast.reporting.provenance),
+    else as the local git reads it."""
+    if (stamped := provenance.stamp_revision()) is not None:
+        return stamped
     here = Path(__file__).resolve().parent.parent
     try:
         sha = subprocess.run(
@@ -50,8 +57,8 @@ def git_revision() -> dict[str, object]:
             cwd=here, capture_output=True, text=True, timeout=10,
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        return {"sha": None, "dirty": None}
-    return {"sha": sha or None, "dirty": bool(dirty) if sha else None}
+        return {"sha": None, "dirty": None, "source": "git"}
+    return {"sha": sha or None, "dirty": bool(dirty) if sha else None, "source": "git"}
 
 
 def hardware_description(device: torch.device) -> str:

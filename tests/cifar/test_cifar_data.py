@@ -182,3 +182,75 @@ def test_download_checks_md5_then_unpacks_atomically(tmp_path, monkeypatch, serv
     assert folder == dest / "cifar-10-batches-bin"
     assert (folder / "batches.meta.txt").read_text() == "airplane\n"
     assert [p.name for p in dest.iterdir()] == ["cifar-10-batches-bin"]  # no temp left behind
+
+
+# -- placed off the clock, prepared on it (issue 42) --------------------------------------------
+
+
+def _host_prepared(ds: C.Cifar10, n: int, m: int, pad: int, whiten: int):
+    """The earlier host path, the specification: numpy's reflect pad and normalisation."""
+    from dawnbench_fast.data import augment as aug
+
+    scale, shift = aug.normalisation(C.MEAN, C.STD)
+    norm = lambda u8: (u8.astype(np.float32) * scale + shift).transpose(0, 3, 1, 2)  # noqa: E731
+    padded = np.pad(ds.train_images[:n], ((0, 0), (pad, pad), (pad, pad), (0, 0)), mode="reflect")
+    return padded, norm(ds.test_images[:m]), norm(ds.train_images[:whiten])
+
+
+@pytest.mark.parametrize("pad", [0, 1, 2, 5])
+def test_prepare_on_the_device_equals_the_host_path_bit_for_bit(pad):
+    import dataclasses
+
+    import torch
+
+    from dawnbench_fast.cifar import Config
+    from dawnbench_fast.data.cifar10_device import place_data
+
+    ds = cifar()
+    cfg = dataclasses.replace(Config(), subset=257, eval_subset=131, translate=pad, whiten_images=97)
+    data = place_data(ds, cfg, torch.device("cpu"))
+    assert data.padded is None and data.test_x is None and data.whiten_x is None  # nothing derived yet
+    data.prepare()
+    padded, test_x, whiten_x = _host_prepared(ds, 257, 131, pad, 97)
+    np.testing.assert_array_equal(data.padded.numpy(), padded)
+    assert data.padded.dtype == torch.uint8 and data.padded.is_contiguous()
+    np.testing.assert_array_equal(data.test_x.numpy(), test_x)
+    np.testing.assert_array_equal(data.whiten_x.numpy(), whiten_x)
+    assert data.test_x.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_pad_reflect_refuses_a_pad_the_images_cannot_reflect():
+    import torch
+
+    from dawnbench_fast.data import augment as aug
+
+    with pytest.raises(ValueError, match="larger than 4 px"):
+        aug.pad_reflect(torch.zeros(1, 4, 4, 3, dtype=torch.uint8), 4)
+
+
+def test_the_data_preparation_runs_inside_the_clock(monkeypatch):
+    """The task's init (the clock's ``init`` phase) pads and normalises, every
+    run: the published recipe does that work inside its timed region."""
+    import dataclasses
+
+    import torch
+
+    from dawnbench_fast.cifar import CifarTask, Config
+    from dawnbench_fast.data.cifar10_device import DeviceData, place_data
+    from dawnbench_fast.training import train
+
+    cfg = dataclasses.replace(Config(), subset=64, eval_subset=64, batch_size=32, epochs=1, whiten_images=32,
+                              kernels="torch", tta_level=0, compile="off")
+    data = place_data(cifar(), cfg, torch.device("cpu"))
+    now = [0.0]
+    real = DeviceData.prepare
+
+    def prepare(self: DeviceData) -> DeviceData:
+        now[0] += 1000.0  # a preparation that costs 1000 s of the test's clock
+        return real(self)
+
+    monkeypatch.setattr(DeviceData, "prepare", prepare)
+    phases = train.Phases(torch.device("cpu"), timer=lambda: now[0])
+    train.train(CifarTask(cfg, data, torch.device("cpu"), "torch"), phases, progress=False)
+    assert phases.seconds["init"] == 1000.0 and phases.clock == 1000.0
+    assert data.whiten_x is not None and len(data.whiten_x) == 32

@@ -200,6 +200,8 @@ def test_progressive_epochs_train_on_keyed_crops_of_the_full_batch():
     full = base.build_task(torch.device("cpu"))
     task = dataclasses.replace(base, progressive=(20, 27)).build_task(torch.device("cpu"))
     assert full.warm_up_epochs == (0,) and task.warm_up_epochs == (0, 1, 2)
+    full.init_model()
+    task.init_model()
     for epoch, side in enumerate((20, 27, 32)):
         (i, x), (j, y) = next(task.epoch_batches(epoch)), next(full.epoch_batches(epoch))
         assert torch.equal(i, j) and x.shape[-2:] == (side, side)
@@ -209,7 +211,6 @@ def test_progressive_epochs_train_on_keyed_crops_of_the_full_batch():
         assert len(windows) == 1  # one window of the full-resolution batch, the same for every image
         again = next(task.epoch_batches(epoch))[1]
         assert torch.equal(again, x)  # keyed by seed, epoch and step: a resumed run sees the same crops
-    task.init_model()
     losses = [task.train_step(*next(task.epoch_batches(e))).total.item() for e in range(3)]
     assert all(0 < v < float("inf") for v in losses)
 

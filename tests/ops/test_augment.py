@@ -49,7 +49,7 @@ def numba_augment(*args, **kwargs):
 
 
 def _check_against_numpy(op, images, cutout, translate, device="cpu"):
-    padded = torch.from_numpy(A.pad_reflect(images, translate)).to(device)
+    padded = A.pad_reflect(torch.from_numpy(images), translate).to(device)
     scale, shift = (torch.from_numpy(v).to(device) for v in A.normalisation(MEAN, STD))
     idx = np.random.default_rng(1).choice(len(images), size=37, replace=False)  # odd batch
     for epoch in (0, 1, 4):
@@ -124,7 +124,7 @@ def test_batch_size_does_not_change_the_batches(images):
     """The whole pipeline, not just the parameters: images augmented in one
     batch equal the same images augmented in many small batches."""
     op = dispatch.get_op("augment", "cpu")
-    padded = torch.from_numpy(A.pad_reflect(images, 2))
+    padded = A.pad_reflect(torch.from_numpy(images), 2)
     scale, shift = (torch.from_numpy(v) for v in A.normalisation(MEAN, STD))
     idx = np.random.default_rng(2).permutation(len(images))
     whole = op(padded, torch.from_numpy(idx), A.augment_params(0, 1, idx, cutout=4), scale, shift)
@@ -151,7 +151,7 @@ def test_triton_augment_dtypes_match_reference(tk, cutout, epoch, dtype, batch):
     rng = np.random.default_rng(epoch * 10 + cutout)
     images = rng.integers(0, 256, (11, 32, 32, 3), dtype=np.uint8)
     dev = torch.get_default_device()  # the GPU where the kernels run compiled (ops/conftest.py)
-    padded = torch.from_numpy(A.pad_reflect(images, 2)).to(dev)
+    padded = A.pad_reflect(torch.from_numpy(images), 2).to(dev)
     order = rng.permutation(11)[:batch]
     indices = torch.from_numpy(order).to(dev)
     params = A.augment_params(seed=5, epoch=epoch, indices=order, cutout=cutout)
@@ -192,7 +192,7 @@ def C():
 def test_csrc_augment_is_bit_identical_to_reference(cutout, batch):
     rng = np.random.default_rng(batch + cutout)
     images = rng.integers(0, 256, size=(50, 32, 32, 3), dtype=np.uint8)
-    padded = torch.from_numpy(A.pad_reflect(images, 2))
+    padded = A.pad_reflect(torch.from_numpy(images), 2)
     scale, shift = (torch.from_numpy(a) for a in A.normalisation(MEAN, STD))
     for epoch in (0, 1):
         idx = torch.from_numpy(rng.choice(50, size=batch, replace=False))

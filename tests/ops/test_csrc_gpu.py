@@ -77,7 +77,7 @@ def test_bn_act_on_gpu(engine, dtype, cl, training):
 def test_augment_on_gpu_is_bit_identical(engine, cutout):
     rng = np.random.default_rng(cutout)
     images = rng.integers(0, 256, size=(300, 32, 32, 3), dtype=np.uint8)
-    padded = torch.from_numpy(A.pad_reflect(images, 2)).cuda()
+    padded = A.pad_reflect(torch.from_numpy(images), 2).cuda()
     scale, shift = (torch.from_numpy(a).cuda() for a in A.normalisation((0.5,) * 3, (0.25,) * 3))
     for batch in (1, 257):
         idx = torch.from_numpy(rng.choice(300, size=batch, replace=False)).cuda()

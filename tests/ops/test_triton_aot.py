@@ -60,9 +60,24 @@ def test_model_variants_compile_without_spills():
     assert {r["target"] for r in rows} == {"sm_80", "sm_90"}
     assert {r["kernel"].split("[")[0] for r in rows} >= {"conv3x3_fwd", "conv3x3_wgrad",
                                                          "bn_act_bwd_apply", "affine_act"}
+    # every activation the recipes launch, in each kernel that applies one (the default's SiLU)
+    for act in ("silu", "gelu"):
+        applied = {r["kernel"].split("[")[0] for r in rows if f",{act}" in r["kernel"]}
+        assert applied >= {"affine_act", "bn_act_bwd_reduce", "bn_act_bwd_apply", "conv3x3_wgrad"}, act
     spilled = [(r["target"], r["kernel"], r["config"], r["local_bytes"], r["stack_bytes"])
                for r in rows if r["local_bytes"] or r["stack_bytes"]]
     assert not spilled, spilled
+
+
+def test_the_variants_cover_the_activations_the_recipes_launch():
+    import dataclasses
+
+    from dawnbench_fast.cifar.recipe import RECIPES, CifarRecipe
+    from dawnbench_fast.kernels.aot import ACTS
+
+    for name, fields in RECIPES.items():
+        r = dataclasses.replace(CifarRecipe(), **fields)
+        assert {r.act, r.whiten_act} <= set(ACTS), (name, r.act, r.whiten_act)
 
 
 def test_report_only_names_a_missing_prefix():
