@@ -119,19 +119,22 @@ def normalisation(mean: tuple[float, ...], std: tuple[float, ...]) -> tuple[np.n
 
 def pad_reflect(images: torch.Tensor, pad: int) -> torch.Tensor:
     """Reflect-pad NHWC images of any dtype (numpy's ``mode="reflect"``: the
-    edge pixel is not repeated) by gathering rows and columns, which works for
-    uint8 on every device where ``F.pad``'s reflect mode does not."""
+    edge pixel is not repeated), on their device. Copies of slices: ``F.pad``'s
+    reflect mode takes no uint8, and gathering columns with ``index_select``
+    took 1.6-2.7 s for the training set on 2 cores against 0.2 s for numpy."""
     if pad == 0:
         return images.contiguous()
-    h, w = images.shape[1], images.shape[2]
+    n, h, w, c = images.shape
     if pad >= min(h, w):
         raise ValueError(f"reflect padding of {pad} px needs images larger than {pad} px, not {h}x{w}")
-
-    def reflected(n: int) -> torch.Tensor:
-        i = torch.arange(-pad, n + pad, device=images.device).abs()
-        return torch.where(i > n - 1, 2 * (n - 1) - i, i)
-
-    return images.index_select(1, reflected(h)).index_select(2, reflected(w))
+    out = images.new_empty((n, h + 2 * pad, w + 2 * pad, c))
+    mid = out[:, pad:pad + h]
+    mid[:, :, pad:pad + w] = images
+    mid[:, :, :pad] = images[:, :, 1:pad + 1].flip(2)  # columns pad..1 mirror onto 0..pad-1
+    mid[:, :, pad + w:] = images[:, :, w - pad - 1:w - 1].flip(2)
+    out[:, :pad] = out[:, pad + 1:2 * pad + 1].flip(1)  # then whole rows, corners included
+    out[:, pad + h:] = out[:, h - 1:h + pad - 1].flip(1)
+    return out
 
 
 def augment_torch(

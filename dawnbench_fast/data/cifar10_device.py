@@ -45,7 +45,8 @@ class DeviceData:
 
     def normalise(self, u8: torch.Tensor) -> torch.Tensor:
         """uint8 NHWC images as normalised float NCHW views in channels_last memory."""
-        return (u8.float() * self.scale + self.shift).permute(0, 3, 1, 2)
+        x = u8.float()  # multiplied, then added, in place: the same roundings as x * scale + shift
+        return x.mul_(self.scale).add_(self.shift).permute(0, 3, 1, 2)
 
     def prepare(self) -> DeviceData:
         """Pad the training set and normalise the test and whitening images,

@@ -273,3 +273,13 @@ def test_color_jitter_is_keyed_per_image_and_in_range(dtype):
     assert (A.color_jitter(x.clone(), 11, 4, idx, 0.14, 0.13) != out).float().mean() > 0.9
     assert (A.color_jitter(x.clone(), 12, 3, idx, 0.14, 0.13) != out).float().mean() > 0.9
     torch.testing.assert_close(A.color_jitter(x.clone(), 11, 3, idx, 0.0, 0.0), x, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("shape,pad", [((3, 5, 7, 3), 1), ((2, 3, 9, 1), 2), ((4, 11, 4, 2), 3),
+                                       ((1, 6, 6, 3), 5)])
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
+def test_pad_reflect_equals_numpy_reflect_on_odd_shapes(shape, pad, dtype):
+    gen = torch.Generator().manual_seed(sum(shape) + pad)
+    x = (torch.rand(shape, generator=gen) * 255).to(dtype)
+    want = np.pad(x.numpy(), ((0, 0), (pad, pad), (pad, pad), (0, 0)), mode="reflect")
+    np.testing.assert_array_equal(A.pad_reflect(x, pad).numpy(), want)
