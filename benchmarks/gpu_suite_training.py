@@ -20,7 +20,7 @@ from gpu_suite_record import Suite, run_logged, tail
 # The trainer's flags in a dry run: enough steps to go through warm-up, training,
 # the final TTA evaluation and the latency loop, on the CPU, in seconds.
 DRY_TRAINER_FLAGS = ["--subset", "256", "--eval-subset", "128", "--epochs", "1", "--batch-size", "64",
-                     "--device", "cpu"]
+                     "--set", "whiten_images=256", "--device", "cpu"]
 DRY_LATENCY_IMAGES = 2
 
 def trainer_command(args: argparse.Namespace, out: Path, seed: int, runs: int, dry: bool) -> list[str]:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from dawnbench_fast.config.overrides import ConfigError, check, common_checks
 from dawnbench_fast.config.overrides import apply_overrides as _apply_overrides
-from dawnbench_fast.config.overrides import check, common_checks
 from dawnbench_fast.execution.gpu_defaults import COMPILE_CHOICES, COMPILE_RULE
 from dawnbench_fast.vocabulary import DGRAD_METHODS, MODEL_ACTIVATIONS, WGRAD_POLICIES
 
@@ -117,6 +117,16 @@ class CifarRecipe:
     download: bool = True  # download the archive (MD5-checked) when no copy is found
     extra: dict = field(default_factory=dict)  # free-form notes kept in run.json
 
+    def batch_within(self, n_train: int) -> int:
+        """``batch_size``, refused when larger than the ``n_train`` images the
+        run trains on: cut to their number it would train another recipe than
+        the config records (the CLI refuses it sooner, when the data is read:
+        dawnbench_fast.data.cifar10.fit_problem)."""
+        if self.batch_size > n_train:
+            raise ConfigError(f"--batch-size {self.batch_size}: larger than the {n_train} training images; "
+                              f"pass at most {n_train}")
+        return self.batch_size
+
 
 def apply_overrides(cfg: CifarRecipe, pairs: list[str]) -> CifarRecipe:
     """``cfg`` with ``--set name=value`` pairs applied, then validated."""
@@ -130,6 +140,12 @@ def validate(cfg: CifarRecipe) -> CifarRecipe:
         (cfg.tta_level in (0, 1, 2), "tta_level", "must be 0, 1 or 2"),
         (0.0 < cfg.tta_below <= 1.0, "tta_below", "must be in (0, 1]"),
         (len(cfg.widths) == 3 and min(cfg.widths) > 0, "widths", "needs three positive widths"),
+        # a slice of none or of "all but the last N" images: refused, not taken as given
+        (cfg.whiten_images >= 1, "whiten_images", "must be >= 1"),
+        (cfg.eval_batch_size >= 1, "eval_batch_size", "must be >= 1"),
+        # the first conv (whiten_kernel) and three 2x2 pools need whiten_kernel + 7 px
+        (all(s >= cfg.whiten_kernel + 7 for s in cfg.progressive), "progressive",
+         f"sides must be at least whiten_kernel + 7 = {cfg.whiten_kernel + 7} px"),
         *((getattr(cfg, f) in MODEL_ACTIVATIONS, f,
            f"must be {', '.join(MODEL_ACTIVATIONS[:-1])} or {MODEL_ACTIVATIONS[-1]}")
           for f in ("act", "whiten_act")),

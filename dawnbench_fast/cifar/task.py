@@ -136,7 +136,7 @@ class CifarTask:
     def __init__(self, cfg: Config, data: DeviceData, device: torch.device, backend: str):
         self.cfg, self.data, self.device, self.backend = cfg, data, device, backend
         self.n_train = len(data.train_labels)
-        self.batch = min(cfg.batch_size, self.n_train)
+        self.batch = cfg.batch_within(self.n_train)  # refused, not cut, when larger than the set
         self.world = world()
         self.share = self.world.batch_share(self.batch)  # this rank's slice of each global batch
         if cfg.prune and self.world.distributed:

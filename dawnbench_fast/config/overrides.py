@@ -8,6 +8,7 @@ a user change any field without the CLI growing a flag per hyperparameter.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
@@ -95,7 +96,11 @@ def common_checks(cfg: Any) -> list[tuple[bool, str, str]]:
     """The checks of the fields every recipe's config has: the loop's (epochs,
     batch_size, subsets, target, eval_every, seed) and the execution's
     (precision, kernels, threads). A recipe adds its own and passes them all to
-    :func:`check`. Written so that nan fails (comparisons with nan are false)."""
+    :func:`check`. Written so that nan fails (comparisons with nan are false).
+    Last, every float field must be finite: ``float()`` reads "nan", "inf"
+    and "-inf" (and JSON's NaN and Infinity, in --config files), and a range
+    check alone lets inf through (``epochs > 0``) or a field without one take
+    nan into the training (the recipe's own checks come after these)."""
     return [
         (cfg.epochs > 0, "epochs", "must be > 0"),
         (cfg.batch_size >= 1, "batch_size", "must be >= 1"),
@@ -110,4 +115,6 @@ def common_checks(cfg: Any) -> list[tuple[bool, str, str]]:
         # without this a negative seed would fail only after the warm-up.
         (cfg.seed >= 0, "seed", "must be >= 0"),
         (cfg.threads >= 0, "threads", "must be >= 0 (0 = all cores)"),
+        *((math.isfinite(value), f.name, "must be a finite number")
+          for f in dataclasses.fields(cfg) if isinstance(value := getattr(cfg, f.name), float)),
     ]

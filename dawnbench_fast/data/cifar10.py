@@ -17,6 +17,7 @@ import tempfile
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -279,6 +280,31 @@ def subset_problem(ds: Cifar10, subset: int, eval_subset: int) -> str | None:
                                 ("--eval-subset", eval_subset, len(ds.test_images), "test")):
         if k > have:
             return f"{flag} {k}: larger than the dataset ({have} {what} images); pass at most {have}"
+    return None
+
+
+def fit_problem(ds: Cifar10, cfg: Any) -> str | None:
+    """Why the recipe ``cfg`` asks more of the training images it takes from
+    ``ds`` (the first ``cfg.subset``, 0 = all) than they hold (one line naming
+    the flag and the fix), or None: a batch larger than them (it would be cut
+    to their number), a whitening sample larger than them (it would take what
+    there is), a progressive crop larger than an image (it would train on the
+    whole image). Refused rather than changed, so that a run is what its
+    config says it is; the subsets themselves are :func:`subset_problem`'s."""
+    if (problem := subset_problem(ds, cfg.subset, cfg.eval_subset)) is not None:
+        return problem
+    n = cfg.subset or len(ds.train_images)
+    images = f"the {n} training images" + (" of --subset" if cfg.subset else "")
+    more = " (or a larger --subset)" if cfg.subset else ""
+    if cfg.batch_size > n:
+        return f"--batch-size {cfg.batch_size}: larger than {images}; pass at most {n}{more}"
+    if cfg.whiten_images > n:
+        return (f"--set whiten_images={cfg.whiten_images}: more than {images}; pass at most "
+                f"--set whiten_images={n}{more}")
+    side = ds.train_images.shape[1]
+    if any(s > side for s in cfg.progressive):
+        return (f"--set progressive={','.join(map(str, cfg.progressive))}: a crop larger than the "
+                f"{side}-px images; pass sides of at most {side}")
     return None
 
 

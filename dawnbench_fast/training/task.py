@@ -16,6 +16,8 @@ from typing import Any, NamedTuple, Protocol
 
 import torch
 
+from dawnbench_fast.config.overrides import ConfigError
+
 Predict = Callable[[torch.Tensor], torch.Tensor]  # images -> logits
 
 
@@ -91,10 +93,22 @@ def steps_in(epochs: float, steps_per_epoch: int) -> int:
 def epoch_steps(epochs: float, whole: Callable[[int], int]) -> list[int]:
     """Steps of each epoch the loop runs for a recipe ``epochs`` long:
     ``whole(e)`` for a whole epoch ``e`` (a pruned epoch has fewer), the
-    fractional last epoch cut to its share of them (rounded up)."""
+    fractional last epoch cut to its share of them (rounded up).
+
+    An epoch of no step is refused (ConfigError), never run: the loop would
+    evaluate and log it as if it had trained (a length of a few billionths of
+    an epoch, or a pruned epoch with fewer images than a batch)."""
     n = loop_epochs(epochs)
-    steps = [whole(e) for e in range(n)]
-    steps[-1] = steps_in(epochs - (n - 1), steps[-1])
+    if n == 0:
+        raise ConfigError(f"--epochs {epochs}: too short for a single training step; pass a longer --epochs")
+    full = [whole(e) for e in range(n)]
+    steps = [*full[:-1], steps_in(epochs - (n - 1), full[-1])]
+    if 0 in full:  # whole(e) itself gave none
+        raise ConfigError(f"--epochs {epochs}: epoch {full.index(0) + 1} takes no training step (its images "
+                          "make no whole batch); pass a smaller --batch-size (or a lower --set prune)")
+    if steps[-1] < 1:
+        raise ConfigError(f"--epochs {epochs}: its last, partial epoch ({epochs - (n - 1):.3g} of one) takes "
+                          "no training step; pass a whole number of epochs or a longer last one")
     return steps
 
 

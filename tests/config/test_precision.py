@@ -122,8 +122,8 @@ def test_a_run_under_aten_avx2_runs_in_fp32_and_says_why(tmp_path):
     out = tmp_path / "run"
     r = subprocess.run(
         [sys.executable, "-m", "dawnbench_fast.cifar", "--subset", "500", "--epochs", "1",
-         "--eval-subset", "200", "--batch-size", "250", "--latency-images", "0", "--threads", "2",
-         "--set", "tta_level=0", "--no-progress", "--out", str(out)],
+         "--eval-subset", "200", "--batch-size", "250", "--set", "whiten_images=500", "--latency-images", "0",
+         "--threads", "2", "--set", "tta_level=0", "--no-progress", "--out", str(out)],
         capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr
     run = json.loads((out / "run.json").read_text())

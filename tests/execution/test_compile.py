@@ -184,8 +184,9 @@ def test_profile_steps_profiles_the_eager_step_unless_compile_is_asked_for(monke
     monkeypatch.setattr(gpu_defaults, "compile_enabled", lambda choice, device: choice in ("auto", "on"))
     profiled = []
     monkeypatch.setattr(command, "profile_steps", lambda task, _n, out, _timer: profiled.append(task) or out)
-    base = ["--subset", "64", "--eval-subset", "100", "--data-dir", str(cifar_dir()), "--no-download",
-            "--device", "cpu", "--kernels", "torch", "--profile-steps", "1"]
+    base = ["--subset", "64", "--batch-size", "32", "--set", "whiten_images=64", "--eval-subset", "100",
+            "--data-dir", str(cifar_dir()), "--no-download", "--device", "cpu", "--kernels", "torch",
+            "--profile-steps", "1"]
     assert cifar.main([*base, "--out", str(tmp_path / "a")]) == 0
     assert cifar.main([*base, "--out", str(tmp_path / "b"), "--compile"]) == 0
     assert [task.compiled for task in profiled] == [False, True]

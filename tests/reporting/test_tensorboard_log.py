@@ -16,7 +16,7 @@ from dawnbench_fast.reporting import run_log
 from dawnbench_fast.reporting.tensorboard_log import TENSORBOARD_DIR, TensorBoardLog
 
 BASE = ["--no-download", "--no-progress", "--epochs", "1", "--subset", "1000", "--eval-subset", "200",
-        "--latency-images", "0"]
+        "--batch-size", "500", "--latency-images", "0"]
 
 
 def tripwire(*args, **kwargs):

@@ -34,7 +34,7 @@ from dawnbench_fast.training import checkpoint
 
 # A tiny run, so that a check that is missing costs seconds, not a training.
 BASE = ["--no-download", "--no-progress", "--kernels", "torch", "--epochs", "1", "--subset", "1000",
-        "--eval-subset", "200", "--latency-images", "0"]
+        "--batch-size", "500", "--eval-subset", "200", "--latency-images", "0"]
 
 
 # -- Damaged copies of the data (symlinks to the shared files, one replaced) --
@@ -229,6 +229,19 @@ CASES = {
     "set-bad-filter-optimizer": Case(["--set", "filter_optimizer=adam"],
                                      ("filter_optimizer", "must be muon or sgd")),
     "set-lr-filters-sgd-0": Case(["--set", "lr_filters_sgd=0"], ("lr_filters_sgd", "must be > 0")),
+    # non-finite numbers (issue 42): float() reads them, the range checks alone let some through
+    "set-nan": Case(["--set", "lr_filters=nan"], ("--set lr_filters=nan", "must be a finite number")),
+    "set-inf": Case(["--set", "label_smoothing=inf"], ("--set label_smoothing=inf", "finite")),
+    "set-minus-inf": Case(["--set", "weight_decay=-inf"], ("--set weight_decay=-inf", "finite")),
+    "epochs-inf": Case(["--epochs", "inf"], ("--epochs inf", "must be a finite number")),
+    "config-file-nan": Case([], ("--config", "field lr_head=nan", "must be a finite number"),
+                            more=lambda t: ["--config", str(config_json(t, '{"lr_head": NaN}'))]),
+    "config-file-infinity": Case([], ("--config", "field brightness=inf", "finite"),
+                                 more=lambda t: ["--config", str(config_json(t, '{"brightness": 1e999}'))]),
+    # slices the data would take as given: none, or all but the last N
+    "set-whiten-images-negative": Case(["--set", "whiten_images=-5"], ("--set whiten_images=-5", ">= 1")),
+    "set-eval-batch-size-0": Case(["--set", "eval_batch_size=0"], ("--set eval_batch_size=0", ">= 1")),
+    "set-progressive-too-small": Case(["--set", "progressive=4"], ("progressive", "at least", "9 px")),
     "out-is-a-file": Case([], ("--out", "is a file", "folder path"), out=out_file),
     "out-under-a-file": Case([], ("--out", "file", "is a file"), out=out_under_file),
     "out-not-empty": Case([], ("--out", "not empty", "new --out folder", "--overwrite"), out=out_nonempty),
@@ -278,7 +291,25 @@ CASES = {
                                                                "at most 50000"), stage="data"),
     "eval-subset-larger-than-dataset": Case(["--eval-subset", "10001"], ("--eval-subset 10001",
                                                                          "at most 10000"), stage="data"),
+    # what the (sub)set cannot honour (issue 42): refused, never cut to fit
+    "batch-size-larger-than-subset": Case(["--batch-size", "1001"], (
+        "--batch-size 1001", "larger than the 1000 training images of --subset", "pass at most 1000"),
+        stage="data"),
+    "whiten-images-larger-than-subset": Case(["--set", "whiten_images=1500"], (
+        "--set whiten_images=1500", "more than the 1000 training images", "whiten_images=1000"),
+        stage="data"),
+    "batch-size-larger-than-dataset": Case(["--subset", "0", "--batch-size", "50001"], (
+        "--batch-size 50001", "larger than the 50000 training images;", "at most 50000"), stage="data"),
+    "progressive-larger-than-images": Case(["--set", "progressive=40,24"], (
+        "--set progressive=40,24", "larger than the 32-px images", "at most 32"), stage="data"),
 }
+
+
+def config_json(tmp: Path, text: str) -> Path:
+    """A --config file holding ``text`` (JSON as Python's json module reads it: NaN, 1e999)."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    (tmp / "config.json").write_text(text)
+    return tmp / "config.json"
 
 
 def tripwire(what: str) -> Callable[..., None]:
