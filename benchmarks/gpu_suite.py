@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import os
 import platform
 import re
@@ -33,7 +34,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from gpu_suite_record import Suite, UsageError, now, run_logged, tail
+from gpu_suite_record import Stopped, Suite, UsageError, gpu_missing, now, run_logged, stop_on_signals, tail
 from gpu_suite_roofline import part_roofline
 from gpu_suite_training import part_peer, part_trainer
 
@@ -245,9 +246,13 @@ def check_args(args: argparse.Namespace) -> list[str]:
         parts.remove("peer")  # the default set: the comparison only when a peer is given
     if args.data_dir and not Path(args.data_dir).is_dir():
         raise UsageError(f"--data-dir {args.data_dir}: no such folder")
-    if min(args.seeds, args.peer_runs, args.peer_blocks, args.profile_steps) < 1 or args.part_budget <= 0:
+    # written so that nan and inf fail: float() reads them, and a budget of either never runs out
+    if min(args.seeds, args.peer_runs, args.peer_blocks, args.profile_steps) < 1 or \
+            not 0 < args.part_budget < math.inf:
         raise UsageError("--seeds, --peer-runs, --peer-blocks, --profile-steps, --part-budget: "
-                         "must be positive")
+                         "must be positive (and finite)")
+    if not 0 < args.target <= 1:
+        raise UsageError(f"--target {args.target}: must be in (0, 1], a fraction: 0.94 means 94%")
     return parts
 
 
@@ -260,9 +265,26 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.dry_run:
         os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")  # a dry run is the CPU's, even on a GPU machine
+    elif (missing := gpu_missing("gpu_suite")) is not None:  # before anything is built, run or written
+        print(missing, file=sys.stderr)
+        return 2
     suite = Suite(Path(args.out), args.dry_run, args.part_budget)
     suite.data["commands"].append({"argv": sys.argv[:1] + (argv if argv is not None else sys.argv[1:]),
                                    "started": now(), "parts": parts})
+    # A stop signal (a scheduler's TERM, ^C, HUP) ends the runs the suite started, which run in
+    # sessions of their own, records the stop and exits 128 + the signal's number.
+    with stop_on_signals():
+        try:
+            failed = run_parts(suite, args, parts)
+        except Stopped as e:
+            suite.stopped(e.signum)
+            return 128 + e.signum
+    suite.log(f"suite.json: {suite.path}" + (f" (failed: {', '.join(failed)})" if failed else ""))
+    return 1 if failed else 0
+
+
+def run_parts(suite: Suite, args: argparse.Namespace, parts: list[str]) -> list[str]:
+    """Run ``parts`` in order, each recorded in suite.json; returns those that failed."""
     failed = []
     for name in parts:
         if name != "build" and "recorded" not in suite.data["commands"][-1]:
@@ -285,8 +307,7 @@ def main(argv: list[str] | None = None) -> int:
             suite.end(name, "failed", f"{type(e).__name__}: {e}")
         if suite.data["parts"][name]["status"] == "failed":
             failed.append(name)
-    suite.log(f"suite.json: {suite.path}" + (f" (failed: {', '.join(failed)})" if failed else ""))
-    return 1 if failed else 0
+    return failed
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The GPU suite's record (benchmarks/gpu_suite.py): suite.json and suite.log
 in the output folder, each part's status and budget, and the subprocesses
-whose output goes to logs/.
+whose output goes to logs/; the check that a GPU is there
+(:func:`gpu_missing`) and what a stop signal does (:func:`stop_on_signals`).
 
 suite.json is merged and rewritten atomically (temporary name, then rename)
 after every measurement, so a reader never sees half a file and a command
@@ -15,8 +16,12 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 
 SCHEMA_VERSION = 1
 
@@ -76,6 +81,118 @@ class Suite:
         self.save()
         self.log(f"[{name}] {status}" + (f": {reason}" if reason else "") + f" ({rec['seconds']} s)")
 
+    def stopped(self, signum: int) -> None:
+        """Record that a signal stopped the command: the part that was running
+        is "stopped" (not "failed": nothing of its own went wrong), and the
+        command's record names the signal, in one atomic rewrite of
+        suite.json and a line of suite.log."""
+        name = signal.Signals(signum).name
+        reason = f"stopped by {name}; the runs it had started were ended"
+        for part, rec in self.data["parts"].items():
+            if rec.get("status") == "running":
+                self.end(part, "stopped", reason)
+        if self.data["commands"]:
+            self.data["commands"][-1].update(stopped_by=name, stopped=now())
+        self.save()
+        self.log(f"stopped by {name}: no run it started is left going; exit status {128 + signum}")
+
+
+# -- the machine -----------------------------------------------------------------------------------
+
+
+def gpu_missing(script: str) -> str | None:
+    """Why ``script`` cannot measure here, in one line saying what is missing
+    and what to do, or None when torch sees a CUDA device. Asked before
+    anything is started or written: a timed command on a machine without a
+    GPU would otherwise build the extension and train on the CPU for hours."""
+    try:
+        import torch
+    except ImportError as e:
+        return f"{script}: torch does not import ({e}), so no GPU can be used; install the package's " \
+               "requirements (README), or add --dry-run"
+    if torch.cuda.is_available():
+        return None
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES") == ""
+    why = "CUDA_VISIBLE_DEVICES is empty" if hidden else f"torch {torch.__version__} sees no CUDA device"
+    return f"{script}: no GPU here ({why}); run it on a machine with an NVIDIA GPU, or add --dry-run " \
+           "to go through it on the CPU at tiny sizes"
+
+
+# -- stop signals ----------------------------------------------------------------------------------
+
+# What ends the suite early: a scheduler's time limit (TERM), ^C (INT), a closed terminal (HUP).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+# Seconds a child has between TERM and KILL: a trainer keeps its last checkpoint and says how to
+# resume on TERM (dawnbench_fast/runner/stopping.py); schedulers allow about as long before KILL.
+STOP_GRACE_S = 10.0
+
+
+class Stopped(BaseException):
+    """The suite received stop signal ``signum``. A BaseException, as
+    KeyboardInterrupt is, so that a part's ``except Exception`` does not
+    record it as that part's failure and go on with the next part."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(signal.Signals(signum).name)
+
+
+# The first stop signal received (None: none), and whether a child is being started: a signal
+# then is raised only once the child is known, so that it is ended too (_raise_if_stopped).
+_stop: dict = {"signum": None, "starting": False}
+
+
+def _on_stop_signal(signum: int, frame: FrameType | None) -> None:
+    if _stop["signum"] is not None:  # stopping already: the first signal's clean-up is running
+        return
+    _stop["signum"] = signum
+    if not _stop["starting"]:
+        raise Stopped(signum)
+
+
+def _raise_if_stopped() -> None:
+    if _stop["signum"] is not None:
+        raise Stopped(_stop["signum"])
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """TERM, INT and HUP raise :class:`Stopped` while inside (the previous
+    handlers put back after). The children of :func:`run_logged` run in
+    sessions of their own (so that a stop at the budget ends what they
+    started), where no signal sent to the suite's terminal or process group
+    reaches them: on :class:`Stopped` run_logged ends its child's whole
+    group before the exception goes on, so that nothing outlives the suite."""
+    if threading.current_thread() is not threading.main_thread():  # no handlers elsewhere
+        yield
+        return
+    _stop.update(signum=None, starting=False)
+    previous = {s: signal.signal(s, _on_stop_signal) for s in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def end_group(proc: subprocess.Popen, grace: float) -> None:
+    """End the process group ``proc`` leads: TERM, up to ``grace`` seconds for
+    it to exit, then KILL for whatever of the group is left (the leader, or
+    workers it started, e.g. torch.compile's); ``grace`` 0 kills at once."""
+    def signal_group(sig: int) -> None:
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):  # the whole group has exited already
+            pass
+    if grace > 0:
+        signal_group(signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            pass
+    signal_group(signal.SIGKILL)
+    proc.wait()
+
 
 # -- subprocesses ---------------------------------------------------------------------------------
 
@@ -92,14 +209,21 @@ def run_logged(suite: Suite, cmd: list[str], log_name: str, timeout: float, cwd:
     with open(path, "w") as f:
         # a session of its own, so that a stop at the budget also ends what it started
         # (torch.compile's worker processes, the peer's autotuning)
-        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
+        _stop["starting"] = True  # a stop signal now is raised below, where the child is known
         try:
+            proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True,
+                                    env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
+        finally:
+            _stop["starting"] = False
+        try:
+            _raise_if_stopped()
             rc: int | None = proc.wait(timeout=max(timeout, 1.0))
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            end_group(proc, grace=0)
             rc = None
+        except BaseException:  # a stop signal (Stopped), or anything else: the child ends with the suite
+            end_group(proc, grace=STOP_GRACE_S)
+            raise
     return rc, time.monotonic() - t0, path
 
 

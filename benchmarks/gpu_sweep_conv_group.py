@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -331,6 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is None:
         ap.error("--out is required (or --apply SWEEP_JSON -- SUITE_ARGS)")
     why = refusal("gpu_sweep_conv_group", args.dry_run)
+    if not 0 < args.budget < math.inf:  # nan and inf too: a budget that never runs out
+        why = f"gpu_sweep_conv_group: --budget {args.budget}: must be a positive number of seconds"
     if why:
         print(why, file=sys.stderr)
         return 2

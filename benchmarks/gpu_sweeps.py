@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import torch
+from gpu_suite_record import gpu_missing
 
 from dawnbench_fast import atomic
 
@@ -33,8 +34,8 @@ def refusal(script: str, dry_run: bool) -> str | None:
     if dry_run and os.environ.get("TRITON_INTERPRET") != "1":
         return (f"{script}: --dry-run needs TRITON_INTERPRET=1 set before triton is imported "
                 "(run it as a script)")
-    if not dry_run and not torch.cuda.is_available():
-        return f"{script}: no CUDA device; use --dry-run to go through the configurations on the CPU"
+    if not dry_run:
+        return gpu_missing(script)  # the GPU suite's one line: what is missing, what to do
     return None
 
 
