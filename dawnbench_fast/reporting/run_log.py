@@ -26,6 +26,8 @@ from typing import Any, Protocol
 
 from dawnbench_fast import atomic
 from dawnbench_fast.reporting.tensorboard_log import TENSORBOARD_DIR, TensorBoardLog
+from dawnbench_fast.training import readback
+from dawnbench_fast.training.readback import NUMBER, Damaged
 from dawnbench_fast.training.train import LoopResult
 
 LOG_NAME = "epochs.jsonl"
@@ -71,6 +73,43 @@ def read_log(path: Path) -> list[dict]:
         except json.JSONDecodeError:
             continue
     return records
+
+
+# The keys of a line and their types (epoch_record): what the report and a resumed run read.
+LINE_KEYS: dict[str, tuple[type | None, ...]] = {
+    "seed": (int,), "epoch": (int,), "train_loss": (*NUMBER, None), "lr": (dict,), "top1": (*NUMBER, None),
+    "top5": (*NUMBER, None), "tta": (bool, None), "clock_seconds": NUMBER, "wall_seconds": NUMBER}
+
+
+def check_log(path: Path, epochs_done: int | None = None) -> None:
+    """``--resume``: the log at ``path`` as a resumed run reads it back, or
+    :class:`~dawnbench_fast.readback.Damaged` (one line naming it). Every
+    whole line must be an epoch's record (:data:`LINE_KEYS`). ``epochs_done``:
+    the checkpoint's epochs, for an interrupted run, whose log must hold a
+    line for each of them (they are written before the checkpoint) and whose
+    last line a kill may have cut (it is dropped); None for a finished run,
+    whose every line is whole. An absent log (a run from before the log
+    existed) has nothing to check."""
+    if not path.exists():
+        return
+    text = readback.read_text(path)
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        if epochs_done is None:
+            raise Damaged(path, f"line {len(lines)} is cut short")
+        lines.pop()  # cut by a kill: read_log skips it, the resumed run drops it
+    epochs = set()
+    for n, line in enumerate(lines, 1):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            raise Damaged(path, f"line {n} is not JSON") from None
+        readback.expect(path, record, LINE_KEYS, where=f"line {n}")
+        readback.expect_numbers(path, record["lr"], f"line {n}: lr")
+        epochs.add(record["epoch"])
+    missing = sorted(set(range(1, (epochs_done or 0) + 1)) - epochs)
+    if missing:
+        raise Damaged(path, f"no line for epoch {missing[0]} of the {epochs_done} its checkpoint holds")
 
 
 class Sink(Protocol):

@@ -21,7 +21,7 @@ import torch
 from dawnbench_fast.config import fields
 from dawnbench_fast.execution.distributed import World
 from dawnbench_fast.runner import cli
-from dawnbench_fast.runner.runs import Recipe, profile_steps, run_seeds
+from dawnbench_fast.runner.runs import Recipe, check_resumed_records, profile_steps, run_seeds
 from dawnbench_fast.training.task import Task
 from dawnbench_fast.training.train import Phases
 
@@ -53,6 +53,8 @@ def run(command: TaskCommand, args: argparse.Namespace) -> int:
         return 0
     cfg, device, w = cli.start_run(cfg)  # under torchrun: this rank's device, the group joined
     cli.check_single_process(args, w)
+    if args.resume:  # what it reads back, before the data is read or anything is trained or written
+        check_resumed_records(cfg, args)
     if command.prepare is not None:
         command.prepare(cfg)
     backend = command.resolve_backend(cfg, device)

@@ -34,7 +34,7 @@ from dawnbench_fast.hardware import gpu_info
 from dawnbench_fast.hardware.machine import load_average
 from dawnbench_fast.reporting import bench, run_log, run_report
 from dawnbench_fast.runner import outcome, stopping
-from dawnbench_fast.training import checkpoint
+from dawnbench_fast.training import checkpoint, readback
 from dawnbench_fast.training.latency import Latency, measure_latency
 from dawnbench_fast.training.task import Task
 from dawnbench_fast.training.train import LoopResult, Phases, batches_forever, train, warm_up
@@ -90,9 +90,7 @@ def run_seeds(recipe: Recipe, cfg: Any, args: argparse.Namespace, device: torch.
                    dispatch.op_table(backend, recipe.ops), w)
     out = Path(args.out)
     summaries = []
-    for k in range(args.runs):
-        run_cfg = dataclasses.replace(cfg, seed=cfg.seed + k)
-        run_dir = out / f"seed{run_cfg.seed}" if args.runs > 1 else out
+    for run_cfg, run_dir in seed_runs(cfg, args):
         try:
             summary = finished_summary(run_dir, run_cfg) if args.resume else None
             if summary is None:
@@ -130,6 +128,34 @@ def run_seeds(recipe: Recipe, cfg: Any, args: argparse.Namespace, device: torch.
     return status
 
 
+def seed_runs(cfg: Any, args: argparse.Namespace) -> list[tuple[Any, Path]]:
+    """Each seed's config and folder: ``--out`` itself for one run,
+    ``--out/seedK`` for each of ``--runs N``."""
+    out, runs = Path(args.out), []
+    for k in range(args.runs):
+        run_cfg = dataclasses.replace(cfg, seed=cfg.seed + k)
+        runs.append((run_cfg, out / f"seed{run_cfg.seed}" if args.runs > 1 else out))
+    return runs
+
+
+def check_resumed_records(cfg: Any, args: argparse.Namespace) -> None:
+    """``--resume``: every record the command will read back, read back now,
+    before the data is read and before anything is trained or written: each
+    seed's run.json (a finished seed) or checkpoint.pt (an interrupted one),
+    and its epochs.jsonl. A damaged one is one line naming it
+    (readback.Damaged, exit status 2), the folder left as it was; without
+    this a damaged run.json met after the other seeds had trained, or a
+    damaged log met after the warm-up, ended in a traceback."""
+    for run_cfg, run_dir in seed_runs(cfg, args):
+        log = run_dir / run_log.LOG_NAME
+        if (run_dir / "run.json").exists():
+            run_log.check_log(log)  # before the report check below reads it
+            finished_summary(run_dir, run_cfg, report=args.runs > 1)
+        elif (path := run_dir / checkpoint.RUN_CHECKPOINT).exists():
+            saved = checkpoint.load_run(path, dataclasses.asdict(run_cfg))
+            run_log.check_log(log, saved["loop"]["epochs_done"])
+
+
 def summary_text(ctx: _Context, cfg: Any, summaries: list[dict]) -> str:
     """The summary of ``summaries`` (run.json results) as printed and as
     report.txt holds it: the runs, the outcome, where the time goes."""
@@ -148,17 +174,30 @@ def out_of_memory_hint(batch_size: int, device: torch.device) -> Iterator[None]:
                           "is kept: --resume needs the same batch size)") from None
 
 
-def finished_summary(run_dir: Path, cfg: Any) -> dict | None:
+def finished_summary(run_dir: Path, cfg: Any, report: bool = False) -> dict | None:
     """A resumed command's seed that had already finished: its run.json's
-    result (when its config is this seed's), else None (train or go on)."""
+    result (when its config is this seed's), else None (train or go on).
+
+    The record is used as the command will use it: its console line and
+    summary are made from it (and with ``report``, for a command of several
+    seeds, the report page and figures that put them together), so that
+    anything in it they cannot use is one line now (readback.Damaged), not a
+    traceback after the other seeds have trained."""
     path = run_dir / "run.json"
     if not path.exists():
         return None
-    done = json.loads(path.read_text())
-    if done.get("config") != json.loads(json.dumps(dataclasses.asdict(cfg))):
+    done = readback.expect(path, readback.read_json(path), {"config": (dict,), "result": (dict,)})
+    if done["config"] != json.loads(json.dumps(dataclasses.asdict(cfg))):
         raise ConfigError(f"--resume: {path} is a finished run of another config; "
                           "resume with the command that started it, or start a new --out")
-    return done["result"]
+    result = done["result"]
+    with readback.reading(path):
+        bench.run_line(result, cfg.target)
+        bench.report_text([result], cfg, None, "", "", done.get("gpu"))
+        if report:
+            runs = run_report.load_runs([run_dir])
+            run_report.render_html(runs, run_report.figures_png(runs), "")
+    return result
 
 
 def run_one(ctx: _Context, cfg: Any, run_dir: Path) -> dict:
@@ -220,12 +259,14 @@ def train_resumable(ctx: _Context, cfg: Any, run_dir: Path,
         warm_up(recipe.make_task(warm_up_config(cfg)))
     resume, wall_start, resumes = None, time.time(), 0
     if saved is not None:
-        for name, seconds in saved["phases"].items():
-            phases.add(name, seconds)
-        with phases.timed("checkpoint"):
-            task.load_state_dict(saved["task"])
-        resume, wall_start, resumes = LoopResult.from_dict(saved["loop"]), saved["wall_start"], \
-            saved["resumes"] + 1
+        # the task's own state (load_run checked the rest): a tensor of another size, a key missing
+        with readback.reading(path):
+            for name, seconds in saved["phases"].items():
+                phases.add(name, seconds)
+            with phases.timed("checkpoint"):
+                task.load_state_dict(saved["task"])
+            resume, wall_start, resumes = LoopResult.from_dict(saved["loop"]), saved["wall_start"], \
+                saved["resumes"] + 1
         print(f"seed {cfg.seed}: resumed from {path} after epoch {resume.epochs_done}", flush=True)
 
     # The log line goes out before the checkpoint: a kill between the two leaves

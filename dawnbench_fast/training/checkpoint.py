@@ -16,6 +16,9 @@ import torch
 from dawnbench_fast.atomic import write_stream
 from dawnbench_fast.config.overrides import ConfigError
 from dawnbench_fast.data.cifar10 import DataError
+from dawnbench_fast.training import readback
+from dawnbench_fast.training.readback import NUMBER, Damaged
+from dawnbench_fast.training.train import LoopResult
 
 M = TypeVar("M", bound=torch.nn.Module)
 
@@ -68,17 +71,32 @@ def save_run(path: Path, *, config: dict, task_state: dict, loop: dict, phases: 
     write_stream(path, lambda f: torch.save(payload, f))
 
 
+# What a resumed run reads from a checkpoint besides the task's own state
+# (which the task's load_state_dict reads, under readback.reading).
+_KEYS: dict[str, tuple[type | None, ...]] = {
+    "config": (dict,), "task": (dict,), "loop": (dict,), "phases": (dict,), "wall_start": NUMBER,
+    "resumes": (int,)}
+_LOOP_KEYS: dict[str, tuple[type | None, ...]] = {
+    "rows": (list,), "tta_seconds": (*NUMBER, None), "tta_epoch": (int, None), "epochs_done": (int,)}
+
+
 def load_run(path: Path, config: dict) -> dict:
-    """The checkpoint at ``path``, checked to belong to a run of ``config``;
-    a one-line ConfigError naming the file and the fix otherwise."""
+    """The checkpoint at ``path``, checked to be whole (every key a resumed
+    run reads, of its type: :class:`~dawnbench_fast.readback.Damaged`
+    otherwise) and to belong to a run of ``config``; a one-line ConfigError
+    naming the file and the fix otherwise."""
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # truncated, not a torch file, unreadable
-        raise ConfigError(f"--resume: {path} is damaged or not a checkpoint ({type(e).__name__}); "
-                          "start the run again in a new --out") from None
+    except Exception as e:  # truncated, empty, not a torch file, unreadable
+        raise Damaged(path, f"torch cannot load it: {type(e).__name__}") from None
     if not isinstance(payload, dict) or payload.get("format") != _FORMAT:
         raise ConfigError(f"--resume: {path} is not a dawnbench_fast run checkpoint; "
                           "start the run again in a new --out")
+    readback.expect(path, payload, _KEYS)
+    readback.expect(path, payload["loop"], _LOOP_KEYS, where="loop")
+    readback.expect_numbers(path, payload["phases"], "phases")
+    with readback.reading(path):
+        LoopResult.from_dict(payload["loop"])  # its rows, as the resumed loop reads them
     saved = payload["config"]
     diff = sorted(k for k in set(saved) | set(config)
                   if k not in _MAY_DIFFER and saved.get(k) != config.get(k))
