@@ -268,7 +268,11 @@ def main(argv: list[str] | None = None) -> int:
     elif (missing := gpu_missing("gpu_suite")) is not None:  # before anything is built, run or written
         print(missing, file=sys.stderr)
         return 2
-    suite = Suite(Path(args.out), args.dry_run, args.part_budget)
+    try:
+        suite = Suite(Path(args.out), args.dry_run, args.part_budget)
+    except UsageError as e:  # a damaged suite.json in --out: left as it was
+        print(f"gpu_suite: {e}", file=sys.stderr)
+        return 2
     suite.data["commands"].append({"argv": sys.argv[:1] + (argv if argv is not None else sys.argv[1:]),
                                    "started": now(), "parts": parts})
     # A stop signal (a scheduler's TERM, ^C, HUP) ends the runs the suite started, which run in

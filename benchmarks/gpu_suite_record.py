@@ -16,12 +16,20 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # the checkout's package: it may not be installed yet (the build part
+    sys.path.insert(0, str(REPO))  # installs it); stopping.py needs only the standard library
+
+from dawnbench_fast.runner import stopping  # noqa: E402
+from dawnbench_fast.runner.stopping import end_group  # noqa: E402  (one way to end a run's group)
 
 SCHEMA_VERSION = 1
 
@@ -44,7 +52,7 @@ class Suite:
         out.mkdir(parents=True, exist_ok=True)
         self.path, self.log_path = out / "suite.json", out / "suite.log"
         if self.path.exists():
-            self.data = json.loads(self.path.read_text())
+            self.data = read_suite(self.path)
         else:
             self.data = {"schema_version": SCHEMA_VERSION, "commands": [], "parts": {}}
         self.part_started = time.monotonic()
@@ -97,6 +105,24 @@ class Suite:
         self.log(f"stopped by {name}: no run it started is left going; exit status {128 + signum}")
 
 
+def read_suite(path: Path) -> dict:
+    """An existing suite.json, to be added to; a :class:`UsageError` naming the
+    file when it is not one (damaged, or another file of that name), before
+    anything is written, so that the file stays as it was for its owner."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        why = f"line {e.lineno}: {e.msg}" if isinstance(e, json.JSONDecodeError) else type(e).__name__
+        data, problem = None, f"cannot be read as JSON ({why})"
+    else:
+        problem = "is not a suite record (no commands list and parts object)"
+    if isinstance(data, dict) and isinstance(data.get("commands"), list) and \
+            isinstance(data.get("parts"), dict):
+        return data
+    raise UsageError(f"--out {path.parent}: {path} {problem}; give a new --out, or move the file away "
+                     "to start a new record there")
+
+
 # -- the machine -----------------------------------------------------------------------------------
 
 
@@ -122,9 +148,8 @@ def gpu_missing(script: str) -> str | None:
 
 # What ends the suite early: a scheduler's time limit (TERM), ^C (INT), a closed terminal (HUP).
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-# Seconds a child has between TERM and KILL: a trainer keeps its last checkpoint and says how to
-# resume on TERM (dawnbench_fast/runner/stopping.py); schedulers allow about as long before KILL.
-STOP_GRACE_S = 10.0
+# Seconds a child has between TERM and KILL (the package's, which the study's runs are given too).
+STOP_GRACE_S = stopping.STOP_GRACE_S
 
 
 class Stopped(BaseException):
@@ -173,25 +198,6 @@ def stop_on_signals() -> Iterator[None]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-
-
-def end_group(proc: subprocess.Popen, grace: float) -> None:
-    """End the process group ``proc`` leads: TERM, up to ``grace`` seconds for
-    it to exit, then KILL for whatever of the group is left (the leader, or
-    workers it started, e.g. torch.compile's); ``grace`` 0 kills at once."""
-    def signal_group(sig: int) -> None:
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):  # the whole group has exited already
-            pass
-    if grace > 0:
-        signal_group(signal.SIGTERM)
-        try:
-            proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            pass
-    signal_group(signal.SIGKILL)
-    proc.wait()
 
 
 # -- subprocesses ---------------------------------------------------------------------------------

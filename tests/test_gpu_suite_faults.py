@@ -129,3 +129,19 @@ def test_a_stop_signal_ends_the_runs_the_suite_started_and_is_recorded(tmp_path,
     assert data["parts"]["ops"]["status"] == "stopped" and name in data["parts"]["ops"]["reason"]
     assert f"stopped by {name}" in (out / "suite.log").read_text()
     assert sorted(p.name for p in out.iterdir()) == ["logs", "suite.json", "suite.log"]  # no temporary file
+
+
+@pytest.mark.parametrize("damage", [b'{"schema_version": 1, "comm', b"\xff\xfe not text", b"[]",
+                                    b'{"commands": {}, "parts": {}}'])
+def test_a_damaged_suite_json_in_out_is_one_line_and_left_as_it_was(tmp_path, damage):
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "suite.json").write_bytes(damage)
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    r = subprocess.run([sys.executable, str(BENCH / "gpu_suite.py"), "--out", str(out), "--dry-run",
+                        "--only", "ops"], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert lines[0].startswith("gpu_suite: --out ") and str(out / "suite.json") in lines[0], lines[0]
+    assert "new --out" in lines[0] and "move the file away" in lines[0], lines[0]
+    assert (out / "suite.json").read_bytes() == damage and [p.name for p in out.iterdir()] == ["suite.json"]

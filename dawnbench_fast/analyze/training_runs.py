@@ -13,7 +13,6 @@ before the first run starts, not hours into a study.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 import subprocess
@@ -22,11 +21,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from dawnbench_fast import cifar
 from dawnbench_fast.analyze.run_records import RUN_JSON, RunRecord, read_run
 from dawnbench_fast.config import config_file
 from dawnbench_fast.config.overrides import ConfigError
+from dawnbench_fast.runner import stopping
 from dawnbench_fast.training.checkpoint import RUN_CHECKPOINT
 
 TRAINER = "dawnbench_fast.cifar"
@@ -144,8 +145,15 @@ def done_line(r: RunRecord) -> str:
 def read_back(folder: Path, argv: list[str]) -> RunRecord:
     """A finished run of an earlier study, refused if its command differs
     from the one this study would run (its results would be mislabelled)."""
-    record = read_run(folder / RUN_JSON, "--resume")
-    recorded = json.loads((folder / RUN_JSON).read_text()).get("command", [])[3:]
+    path = folder / RUN_JSON
+    record = read_run(path, "--resume")
+    command = [] if record.command is None else record.command  # older files recorded none
+    # checked here, where it is compared and joined: read_run keeps the key as the file has it
+    if not isinstance(command, list) or not all(isinstance(w, str) for w in command):
+        raise ConfigError(f"--resume {path}: run.json's command is not a list of words "
+                          f"({type(command).__name__}); the file is damaged: move {folder} away and "
+                          "run --resume again to train that run anew")
+    recorded = command[3:]  # without `python -m dawnbench_fast.cifar`
     if _comparable(recorded) != _comparable(argv):
         raise ConfigError(f"--resume: {folder} was trained by another command ({' '.join(recorded)}); "
                           "use a new --out for a different study")
@@ -170,17 +178,35 @@ def launch_trainer(argv: list[str], log: Path) -> tuple[int, float, str]:
     """Run the trainer with ``argv``; its output goes to ``log`` whole and its
     evaluation lines (``seed ...``) to the console, indented, as progress."""
     log.parent.mkdir(parents=True, exist_ok=True)
-    last = ""
     t0 = time.perf_counter()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # lines reach the log and the console as printed
-    with log.open("w") as sink, subprocess.Popen(
+    # A session of its own, so that the trainer and whatever it starts (DataLoader and compile
+    # workers) are one group that ends with the study: a scheduler's TERM goes to the study's pid
+    # alone, and ^C at the terminal reaches the study, which passes it on (follow_trainer).
+    # line-buffered: the log holds every line printed, even when the study is killed
+    with log.open("w", buffering=1) as sink, subprocess.Popen(
             [sys.executable, "-m", TRAINER, *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True, bufsize=1, env=env) as proc:
-        for line in proc.stdout:
-            sink.write(line)
-            if line.strip():
-                last = line.strip()
-            if PROGRESS_LINE.match(line):
-                print(f"    {line.rstrip()}", flush=True)
+            text=True, bufsize=1, env=env, start_new_session=True) as proc:
+        try:
+            last = follow_trainer(proc, sink)
+        except BaseException:  # stopped (TERM, ^C) or anything else: the run ends with the study
+            # ended before the pipe closes (Popen.__exit__), so that the trainer saves its checkpoint
+            # and says so on TERM instead of dying of a broken pipe at its next line
+            stopping.end_group(proc, stopping.STOP_GRACE_S)
+            raise
         rc = proc.wait()
     return rc, time.perf_counter() - t0, last
+
+
+def follow_trainer(proc: subprocess.Popen, sink: IO[str]) -> str:
+    """Copy the trainer's output to ``sink`` and its progress lines to the
+    console until it closes its output; returns the last line it printed."""
+    last = ""
+    assert proc.stdout is not None  # started with stdout=PIPE
+    for line in proc.stdout:
+        sink.write(line)
+        if line.strip():
+            last = line.strip()
+        if PROGRESS_LINE.match(line):
+            print(f"    {line.rstrip()}", flush=True)
+    return last

@@ -12,12 +12,19 @@ so schedulers still see a terminated job.
 :func:`resume_hint` is what a run stopped by either signal, or by a disk
 that refused a result (atomic.WriteFailed), says: which checkpoint holds its
 work and the command that goes on from it.
+
+:func:`end_group` ends a child started in a session of its own (a study's
+training runs, the GPU suite's runs): no signal sent to this process reaches
+such a child, so a command stopped early must end it itself, or it trains on
+for hours after the command has gone.
 """
 
 from __future__ import annotations
 
+import os
 import shlex
 import signal
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -26,6 +33,9 @@ from pathlib import Path
 from types import FrameType
 
 TERMINATED_STATUS = 128 + signal.SIGTERM  # 143
+# Seconds a child has between TERM and KILL: a trainer keeps its last checkpoint and says how to
+# resume on TERM (above); schedulers allow about as long before their KILL.
+STOP_GRACE_S = 10.0
 INTERRUPTED_STATUS = 128 + signal.SIGINT  # 130
 
 
@@ -78,3 +88,26 @@ def resume_hint(checkpoint: Path, out: Path, entry: str) -> str:
         again = " with --overwrite" if out.is_dir() and any(out.iterdir()) else ""
         return f"no epoch had finished (no checkpoint to go on from): start the command again{again}"
     return f"{checkpoint} holds the last finished epoch; go on with: {resume_command(entry, out)}"
+
+
+def end_group(proc: subprocess.Popen, grace: float) -> None:
+    """End the process group ``proc`` leads (it was started with
+    ``start_new_session=True``): TERM, up to ``grace`` seconds for it to exit,
+    then KILL for whatever of the group is left (the leader, or workers it
+    started, e.g. torch.compile's, DataLoader's); ``grace`` 0 kills at once.
+    Returns once the leader is reaped. A second stop signal during the grace
+    (raised here as Terminated or KeyboardInterrupt) kills at once and goes on."""
+    def signal_group(sig: int) -> None:
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):  # the whole group has exited already
+            pass
+    try:
+        if grace > 0:
+            signal_group(signal.SIGTERM)
+            proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        pass
+    finally:  # the KILL whatever happened during the grace, so that nothing outlives the caller
+        signal_group(signal.SIGKILL)
+        proc.wait()
