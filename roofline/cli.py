@@ -11,16 +11,17 @@ from __future__ import annotations
 import argparse
 import sys
 
+from dawnbench_fast.config.overrides import OneLineParser, finite_float
 from dawnbench_fast.roofline.peak_choice import resolve_peaks
 from dawnbench_fast.roofline.peaks import GPU_TABLE, Peaks
 from dawnbench_fast.roofline.text_report import si
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m dawnbench_fast.roofline",
+    ap = OneLineParser(prog="python -m dawnbench_fast.roofline",
                                  description="Roofline reports from PyTorch profiler traces and "
                                              "Nsight Compute CSVs; device peaks.")
-    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub = ap.add_subparsers(dest="cmd", required=True, parser_class=OneLineParser)
     rp = sub.add_parser("report", help="count a profiler Chrome trace and report against peaks")
     rp.add_argument("trace", help="Chrome trace JSON (.json or .json.gz) recorded with "
                                   "record_shapes=True")
@@ -40,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     pp.add_argument("--reset", action="store_true", help="forget the cached rates, then measure")
     pp.add_argument("--table", action="store_true", help="also print the GPU peak table")
     pp.add_argument("--threads", type=int, help="torch threads to measure with")
-    pp.add_argument("--seconds", type=float, default=0.4,
+    pp.add_argument("--seconds", type=finite_float, default=0.4,
                     help="time budget per microbenchmark when measuring (default 0.4)")
     return ap
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from dawnbench_fast.analyze.run_records import RunRecord, read_runs
 from dawnbench_fast.analyze.training_runs import RUNS_FOLDER, Arm, Failure, train_arms
 from dawnbench_fast.cifar.recipe import RECIPES
-from dawnbench_fast.config.overrides import ConfigError
+from dawnbench_fast.config.overrides import ConfigError, finite_float
 from dawnbench_fast.runner.cli import check_out_dir
 
 PROG = "python -m dawnbench_fast.analyze"
@@ -78,7 +78,7 @@ def add_study_args(p: argparse.ArgumentParser, runs: int, target: float) -> None
     p.add_argument("--runs", type=int, default=None, metavar="N",
                    help=f"seeds per configuration (default {runs}; {QUICK_RUNS} with --quick)")
     p.add_argument("--seed", type=int, default=0, help="first seed (seeds seed..seed+N-1)")
-    p.add_argument("--target", type=float, default=None,
+    p.add_argument("--target", type=finite_float, default=None,
                    help=f"top-1 target, a fraction (default {target}; {QUICK_TARGET} with --quick; "
                    "with --from, the runs' own)")
     p.add_argument("--data-dir", default=None, help="CIFAR-10 folder, passed to the trainer")

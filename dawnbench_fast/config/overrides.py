@@ -7,8 +7,10 @@ a user change any field without the CLI growing a flag per hyperparameter.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import math
+import sys
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
@@ -20,6 +22,28 @@ C = TypeVar("C")
 
 class ConfigError(ValueError):
     """A bad configuration value, in one line naming the flag."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad flag or value is one line on stderr and exit 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        sys.stderr.write(f"{self.prog}: error: {message} (see --help)\n")
+        sys.exit(2)
+
+
+def finite_float(text: str) -> float:
+    """argparse ``type`` of every float flag: ``float()`` reads "nan", "inf"
+    and "-inf", which pass range checks written as ``x > 0`` (inf) or ones a
+    flag has none of (nan), and a budget or price of either is no number to
+    run with; argparse turns the refusal into its one-line error naming the flag."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text}: must be a finite number")
+    return value
 
 
 def parse_value(name: str, text: str, current: object, declared: object = None) -> object:

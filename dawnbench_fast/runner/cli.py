@@ -20,7 +20,9 @@ from typing import Any, TypeVar
 import torch
 
 from dawnbench_fast import atomic, dispatch
-from dawnbench_fast.config.overrides import ConfigError
+
+# OneLineParser: every command line names it cli.OneLineParser; defined in config for roofline/ too
+from dawnbench_fast.config.overrides import ConfigError, OneLineParser, finite_float  # noqa: F401
 from dawnbench_fast.config.precision import PRECISIONS, with_resolved_precision
 from dawnbench_fast.execution import distributed, gpu_defaults
 from dawnbench_fast.execution.runtime import configure_process, resolve_device, set_deterministic
@@ -36,14 +38,6 @@ C = TypeVar("C")
 # A result the disk refuses (atomic.WriteFailed: full, read-only) is one line too.
 USER_ERRORS: tuple[type[BaseException], ...] = (ConfigError, dispatch.KernelsUnavailable, NonFiniteLoss,
                                                 atomic.WriteFailed)
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a bad flag or value is one line on stderr and exit 2."""
-
-    def error(self, message: str):  # type: ignore[override]
-        sys.stderr.write(f"{self.prog}: error: {message} (see --help)\n")
-        sys.exit(2)
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -71,14 +65,14 @@ def add_training_args(p: argparse.ArgumentParser, d: Any, set_example: str) -> N
     --show-config, --list-fields; defaults from the recipe's default config
     ``d``; ``set_example`` a ``--set`` of this recipe for the help."""
     g = p.add_argument_group("training")
-    g.add_argument("--epochs", type=float, default=None,
+    g.add_argument("--epochs", type=finite_float, default=None,
                    help=f"training epochs (default: the recipe's; {d.epochs} for the default recipe)")
     g.add_argument("--batch-size", type=int, default=None,
                    help=f"training batch size (default: the recipe's; {d.batch_size} for the default recipe)")
     g.add_argument("--seed", type=int, default=d.seed, help="seed of the (first) run")
     g.add_argument("--runs", type=int, default=1, metavar="N",
                    help="run seeds seed..seed+N-1 and report mean +- std")
-    g.add_argument("--target", type=float, default=d.target,
+    g.add_argument("--target", type=finite_float, default=d.target,
                    help="test accuracy target, a fraction (top-1; ImageNet: top-5)")
     g.add_argument("--eval-every", type=int, default=d.eval_every, metavar="N",
                    help="also evaluate every N epochs, on the clock: each is checked against the "
@@ -135,7 +129,7 @@ def add_report_args(p: argparse.ArgumentParser, out: str) -> None:
     g.add_argument("--overwrite", action="store_true",
                    help="write into a non-empty --out (and over an existing --save-model), "
                    "replacing files of the same names; nothing else is deleted")
-    g.add_argument("--cost-per-hour", type=float, default=None, metavar="USD",
+    g.add_argument("--cost-per-hour", type=finite_float, default=None, metavar="USD",
                    help="instance price, for training and inference cost")
     g.add_argument("--latency-images", type=int, default=10_000, metavar="N",
                    help="test images classified one at a time for the latency (0 = skip)")
