@@ -79,7 +79,9 @@ def test_recipe_step(benchmark, cifar10, arm, monkeypatch):
         monkeypatch.setattr(conv_group.wgrad, "amx_supported", lambda: False)
     monkeypatch.setattr(conv_group, "POOL_HANDOFF", handoff != "off")
     conv_group_dgrad.set_dgrad_method(dgrad)  # None: the default (or DAWNBENCH_DGRAD)
-    cfg, _ = with_resolved_precision(dataclasses.replace(cfg, subset=cfg.batch_size * 3), torch.device("cpu"))
+    n = cfg.batch_size * 3  # three steps' images; the whitening sample from at most those
+    cfg = dataclasses.replace(cfg, subset=n, whiten_images=min(n, cfg.whiten_images))
+    cfg, _ = with_resolved_precision(cfg, torch.device("cpu"))
     t = CifarTask(cfg, prepare_data(cifar10, cfg, torch.device("cpu")), torch.device("cpu"), "cpu")
     t.init_model()
     batches = list(t.epoch_batches(0))

@@ -16,13 +16,12 @@ stays a script (docs/PERFORMANCE.md, "How to run, save and compare").
 
 from __future__ import annotations
 
-import argparse
-
 import torch
 import torch.nn.functional as F
 
 from dawnbench_fast.cifar import Config, load_model
 from dawnbench_fast.cifar.evaluation import inference_net
+from dawnbench_fast.config.overrides import OneLineParser, finite_float
 from dawnbench_fast.data.cifar10 import load_cifar10
 from dawnbench_fast.data.cifar10_device import prepare_data
 from dawnbench_fast.execution.runtime import autocast
@@ -76,9 +75,10 @@ def view_logits(path: str, data, cfg: Config) -> dict[View, torch.Tensor]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = OneLineParser(description=__doc__.split("\n")[0])
     ap.add_argument("models", nargs="+", help="weights written by --save-model")
-    ap.add_argument("--below", type=float, default=0.8, help="selective-TTA threshold (1 = every image)")
+    ap.add_argument("--below", type=finite_float, default=0.8,
+                    help="selective-TTA threshold (1 = every image)")
     args = ap.parse_args()
     cfg = Config()
     data = prepare_data(load_cifar10(None, allow_download=False), cfg, torch.device("cpu"))

@@ -21,10 +21,9 @@ from dawnbench_fast.cifar.evaluation import evaluate
 from dawnbench_fast.cifar.recipe import RECIPES, apply_overrides, validate
 from dawnbench_fast.cifar.task import CifarTask, Config, kernel_choices, load_model, save_model
 from dawnbench_fast.config import config_file
-from dawnbench_fast.config.overrides import ConfigError
 from dawnbench_fast.config.precision import with_resolved_precision
 from dawnbench_fast.csrc import conv_group, conv_group_dgrad
-from dawnbench_fast.data.cifar10 import Cifar10, DataError, fit_problem, load_cifar10
+from dawnbench_fast.data.cifar10 import Cifar10, DataError, load_cifar10
 from dawnbench_fast.data.cifar10_device import DeviceData, place_data, prepare_data
 from dawnbench_fast.execution import gpu_defaults
 from dawnbench_fast.execution.distributed import World
@@ -108,9 +107,7 @@ def load_data(cfg: Config, device: torch.device, w: World) -> CifarData:
         print(f"note: {ds.root}: files are not byte-identical to the originals "
               "(contents validated)", file=sys.stderr)
     # what the data cannot honour (a batch or whitening sample larger than the subset) is
-    # refused here, before any model exists, never cut to fit
-    if (problem := fit_problem(ds, cfg)) is not None:
-        raise ConfigError(problem)
+    # refused by place_data (fit_problem), before any model exists, never cut to fit
     return CifarData(ds, place_data(ds, cfg, device))
 
 

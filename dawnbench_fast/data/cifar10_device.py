@@ -17,7 +17,7 @@ import torch
 
 from dawnbench_fast.config.overrides import ConfigError
 from dawnbench_fast.data import augment as aug
-from dawnbench_fast.data.cifar10 import MEAN, STD, Cifar10, subset_problem
+from dawnbench_fast.data.cifar10 import MEAN, STD, Cifar10, fit_problem
 
 
 @dataclass
@@ -63,10 +63,11 @@ class DeviceData:
 def place_data(ds: Cifar10, cfg: Any, device: torch.device) -> DeviceData:
     """Place the (sub)sets on ``device`` once, outside the clock, as read
     (uint8): ``cfg`` is the recipe's config (subset, eval_subset, translate,
-    whiten_images). :meth:`DeviceData.prepare` derives the rest."""
+    whiten_images); what the data cannot honour is a ConfigError
+    (fit_problem). :meth:`DeviceData.prepare` derives the rest."""
     n = cfg.subset or len(ds.train_images)
     m = cfg.eval_subset or len(ds.test_images)
-    if (problem := subset_problem(ds, n, m)) is not None:
+    if (problem := fit_problem(ds, cfg)) is not None:  # refused, never cut to fit the data
         raise ConfigError(problem)
     scale, shift = (torch.from_numpy(a).to(device) for a in aug.normalisation(MEAN, STD))
     return DeviceData(

@@ -207,7 +207,8 @@ def test_prepare_on_the_device_equals_the_host_path_bit_for_bit(pad):
     from dawnbench_fast.data.cifar10_device import place_data
 
     ds = cifar()
-    cfg = dataclasses.replace(Config(), subset=257, eval_subset=131, translate=pad, whiten_images=97)
+    cfg = dataclasses.replace(Config(), subset=257, eval_subset=131, batch_size=128, translate=pad,
+                              whiten_images=97)
     data = place_data(ds, cfg, torch.device("cpu"))
     assert data.padded is None and data.test_x is None and data.whiten_x is None  # nothing derived yet
     data.prepare()
