@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.processes import kill_all, survivors
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
@@ -81,15 +82,6 @@ DRIVER = textwrap.dedent("""\
     """)
 
 
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie waiting for its parent to reap it does not)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 @pytest.mark.parametrize(("sig", "ignore_term"), [(signal.SIGTERM, True), (signal.SIGINT, False),
                                                   (signal.SIGHUP, False)])
 def test_a_stop_signal_ends_the_runs_the_suite_started_and_is_recorded(tmp_path, sig, ignore_term):
@@ -112,17 +104,10 @@ def test_a_stop_signal_ends_the_runs_the_suite_started_and_is_recorded(tmp_path,
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 128 + sig, err[-2000:]
         assert "Traceback" not in err, err
-        deadline = time.monotonic() + 10  # the grandchild, reparented, is reaped by init
-        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not [p for p in pids if _alive(p)], "a run the suite started outlived it"
+        assert not survivors(pids), "a run the suite started outlived it"
     finally:
         proc.kill()
-        for p in pids:  # a failed test leaves nothing running either
-            try:
-                os.kill(p, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        kill_all(pids)
     name = signal.Signals(sig).name
     data = json.loads((out / "suite.json").read_text())
     assert data["commands"][-1]["stopped_by"] == name

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from support.analyze_fixtures import fake_launch
+from support.processes import kill_all, survivors
 
 from dawnbench_fast.analyze import training_runs
 from dawnbench_fast.analyze.__main__ import main
@@ -51,15 +52,6 @@ STANDIN = textwrap.dedent("""\
     """)
 
 
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie waiting for its parent to reap it does not)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 @pytest.mark.parametrize(("sig", "ignore_term"), [(signal.SIGTERM, True), (signal.SIGTERM, False),
                                                   (signal.SIGINT, False)])
 def test_a_stopped_study_ends_the_runs_it_started(tmp_path, sig, ignore_term):
@@ -85,17 +77,10 @@ def test_a_stopped_study_ends_the_runs_it_started(tmp_path, sig, ignore_term):
         assert proc.returncode == 128 + sig, err[-2000:]
         assert "Traceback" not in err, err
         assert "--resume" in err  # how to go on with the study
-        deadline = time.monotonic() + 10  # the grandchild, reparented, is reaped by init
-        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not [p for p in pids if _alive(p)], "a run the study started outlived it"
+        assert not survivors(pids), "a run the study started outlived it"
     finally:
         proc.kill()
-        for p in pids:  # a failed test leaves nothing running either
-            try:
-                os.kill(p, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        kill_all(pids)
 
 
 @pytest.mark.parametrize("command", ["python -m dawnbench_fast.cifar", {"argv": []}, 7,
