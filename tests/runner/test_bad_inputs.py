@@ -207,7 +207,7 @@ CASES = {
     "target-nan": Case(["--target", "nan"], ("--target: nan", "must be a finite number")),
     "batch-size-0": Case(["--batch-size", "0"], ("--batch-size 0", "must be >= 1")),
     "epochs-0": Case(["--epochs", "0"], ("--epochs 0", "must be > 0")),
-    "epochs-not-number": Case(["--epochs", "x"], ("--epochs", "invalid float value", "--help")),
+    "epochs-not-number": Case(["--epochs", "x"], ("--epochs", "expected a number", "--help")),
     "subset-negative": Case(["--subset", "-1"], ("--subset -1", "must be >= 0")),
     "cost-negative": Case(["--cost-per-hour", "-1"], ("--cost-per-hour -1.0", "must be a price >= 0")),
     "cost-nan": Case(["--cost-per-hour", "nan"], ("--cost-per-hour: nan", "must be a finite number")),
