@@ -11,7 +11,7 @@ CPU. Without torchrun (``WORLD_SIZE`` unset or 1) nothing is initialised and
 then skipped, so a plain run computes exactly what it computed before this
 module existed (tests/cifar/test_behaviour_pin.py pins it bit for bit).
 
-The rules every trainer follows (README, "Data parallel"; docs/USAGE.md; docs/ARCHITECTURE.md):
+The rules every trainer follows (docs/USAGE.md, "Data parallel, for both trainers"; docs/ARCHITECTURE.md):
 
 - **The global batch does not depend on the number of processes.** A step's
   global batch (its images, their augmentation, keyed by seed, epoch and

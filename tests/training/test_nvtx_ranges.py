@@ -1,4 +1,4 @@
-"""The nvtx ranges that Nsight Systems shows (README, "Profiling with Nsight
+"""The nvtx ranges that Nsight Systems shows (docs/USAGE.md, "Profiling with Nsight
 Systems"): every phase of the clock, every training step, and the
 evaluations down to their batches and test-time augmentation views. nvtx is a
 no-op without a profiler, so the ranges are recorded here through a
