@@ -32,7 +32,7 @@ from dawnbench_fast.data import augment as aug
 from dawnbench_fast.data.cifar10 import load_cifar10
 from dawnbench_fast.data.cifar10_device import DeviceData, place_data
 from dawnbench_fast.data.host_copy import to_device
-from dawnbench_fast.data.progressive import epoch_side, first_epoch_of_each_side, keyed_crop
+from dawnbench_fast.data.progressive import at_side, epoch_side, first_epoch_of_each_side
 from dawnbench_fast.data.pruning import EpochPruner
 from dawnbench_fast.execution import gpu_defaults
 from dawnbench_fast.execution.distributed import allreduce_grads, average_bn_statistics, world
@@ -50,6 +50,7 @@ from dawnbench_fast.training.task import (
     loop_epochs,
     steps_in,
 )
+from dawnbench_fast.training.weight_average import TailAverage
 
 
 @dataclass
@@ -87,11 +88,13 @@ def build_model(cfg: Config, device: torch.device, backend: str) -> CifarNet:
 
 
 def build_optimizers(model: CifarNet, cfg: Config, whiten_bias_steps: int = 0,
-                     backend: str = "torch") -> list[torch.optim.Optimizer]:
+                     backend: str = "torch", total_steps: int = 1) -> list[torch.optim.Optimizer]:
     """[Nesterov SGD on biases and head, the filters' optimiser]: Muon on the
     conv filters (a learned first conv's too), or with ``filter_optimizer``
     "sgd" a Nesterov SGD like the other (the lesion of Muon). The whitening
-    bias's lr reaches 0 when it freezes (after ``whiten_bias_steps``)."""
+    bias's lr reaches 0 when it freezes (after ``whiten_bias_steps``); Muon's
+    renormalisation period grows over the run's ``total_steps`` with
+    ``filter_norm_ramp``."""
     filters = [p for p in model.parameters() if p.ndim == 4 and p.requires_grad]
     norm_biases = [
         p for n, p in model.named_parameters() if ".norm" in n and p.requires_grad
@@ -110,7 +113,8 @@ def build_optimizers(model: CifarNet, cfg: Config, whiten_bias_steps: int = 0,
                                      weight_decay=wd / lr)]
     muon = Muon(filters, lr=cfg.lr_filters, momentum=cfg.muon_momentum, ns_steps=cfg.ns_steps,
                 orthogonalize=dispatch.get_op("newton_schulz", backend),
-                weight_decay=cfg.muon_weight_decay * cfg.batch_size, norm_every=cfg.filter_norm_every)
+                weight_decay=cfg.muon_weight_decay * cfg.batch_size, norm_every=cfg.filter_norm_every,
+                norm_ramp=cfg.filter_norm_ramp, total_steps=total_steps)
     return [sgd, muon]
 
 
@@ -146,9 +150,14 @@ class CifarTask:
         self.pruner = EpochPruner(self.n_train, cfg.prune, cfg.prune_until, cfg.epochs, cfg.seed,
                                   device) if cfg.prune else None
         # as many steps as whole batches of the images the epoch visits (epoch_batches)
-        self.epoch_steps = epoch_steps(cfg.epochs, lambda e: self.pruner.images(e) // self.batch
-                                       if self.pruner else self.steps_per_epoch)
+        def whole(e: int) -> int:
+            return self.pruner.images(e) // self.batch if self.pruner else self.steps_per_epoch
+
+        self.epoch_steps = epoch_steps(cfg.epochs, whole)
         self.total_steps = sum(self.epoch_steps)
+        # the learning rates' linear decay, which may end before the run (lr_decay_epochs)
+        self.decay_steps = (sum(epoch_steps(cfg.lr_decay_epochs, whole)) if cfg.lr_decay_epochs
+                            else self.total_steps)
         self.whiten_bias_steps = steps_in(cfg.whiten_bias_epochs, self.steps_per_epoch)
         self.augment = dispatch.get_op("augment", backend)
         # one epoch of each training resolution, for the warm-up (train.warm_up)
@@ -182,7 +191,11 @@ class CifarTask:
         torch.manual_seed(self.cfg.seed)
         self.model = build_model(self.cfg, self.device, self.backend)
         self.model.init_first_conv(self.cfg.first_conv, self.data.whiten_x, eps=self.cfg.whiten_eps)
-        self.optimizers = build_optimizers(self.model, self.cfg, self.whiten_bias_steps, self.backend)
+        self.optimizers = build_optimizers(self.model, self.cfg, self.whiten_bias_steps, self.backend,
+                                           self.total_steps)
+        cfg = self.cfg
+        self.averager = (TailAverage(self.model, max(1, self.decay_steps - cfg.average_from),
+                                     cfg.average_every, cfg.average_weight) if cfg.average_every else None)
         self.step = 0
 
     def state_dict(self) -> dict:
@@ -192,6 +205,7 @@ class CifarTask:
         return {"model": self.model.state_dict(), "optimizers": [o.state_dict() for o in self.optimizers],
                 "step": self.step, "torch_rng": torch.get_rng_state(),
                 "sample_loss": self.pruner.sample_loss if self.pruner else None,
+                "average": self.averager.state_dict() if self.averager else None,
                 # recorded, not imposed: on the same machine the per-machine cache gives the same ones
                 "kernel_choices": kernel_choices(self.backend)}
 
@@ -203,6 +217,8 @@ class CifarTask:
         self.step = state["step"]
         if self.pruner is not None:  # its ranking, a copy: the state may be a live one
             self.pruner.sample_loss = state["sample_loss"].to(self.device, copy=True)
+        if self.averager is not None:
+            self.averager.load_state_dict(state.get("average"))
         torch.set_rng_state(state["torch_rng"])
 
     def learning_rates(self) -> dict[str, float]:
@@ -226,9 +242,11 @@ class CifarTask:
                                    alternate=cfg.flip_alternating)
             idx_dev = to_device(idx, self.device)  # without a host synchronisation on a GPU
             x = self.augment(self.data.padded, idx_dev, p, self.data.scale, self.data.shift)
-            x = keyed_crop(x, epoch_side(cfg.progressive, epoch, x.shape[-1]), cfg.seed, epoch, i)
             if cfg.brightness or cfg.contrast:
                 x = aug.color_jitter(x, cfg.seed, epoch, idx, cfg.brightness, cfg.contrast)
+            # a per-image affine jitter and a window commute: the crop after it is the crop before it
+            x = at_side(x, epoch_side(cfg.progressive, epoch, x.shape[-1]), cfg.progressive_mode, cfg.seed,
+                        epoch, i)
             if not cfg.channels_last:  # the augmentation writes channels_last; the lesion's step is NCHW
                 x = x.contiguous()
             self.splits.mark("augment")
@@ -246,12 +264,14 @@ class CifarTask:
         loss.backward()
         allreduce_grads(model.parameters(), self.world)  # summed over the ranks (none in one process)
         self.splits.mark("backward")
-        set_linear_decay(self.optimizers, self.step, self.total_steps)
+        set_linear_decay(self.optimizers, self.step, self.decay_steps, cfg.lr_floor)
         for opt in self.optimizers:
             opt.step()
         model.zero_grad(set_to_none=True)
-        self.splits.mark("optimizer")
         self.step += 1
+        if self.averager is not None:
+            self.averager.after_step(self.step)
+        self.splits.mark("optimizer")
         return StepLoss(loss.detach(), len(idx))
 
     def evaluate(self, tta: bool, max_batches: int | None = None) -> Evaluation:

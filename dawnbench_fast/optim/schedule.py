@@ -5,20 +5,25 @@ from __future__ import annotations
 import torch
 
 
-def linear_decay(step: int, total_steps: int) -> float:
-    """Multiplier that falls linearly from 1 at step 0 to 0 at ``total_steps``."""
-    return max(0.0, 1.0 - step / total_steps)
+def linear_decay(step: int, total_steps: int, floor: float = 0.0) -> float:
+    """Multiplier that falls linearly from 1 at step 0 to 0 at ``total_steps``,
+    held at ``floor`` once it would fall below (the 2026 record's tail: its
+    last steps train at 0.05 of the start)."""
+    return max(floor, 1.0 - step / total_steps)
 
 
-def set_linear_decay(optimizers: list[torch.optim.Optimizer], step: int, total_steps: int) -> None:
-    """lr = initial_lr x linear_decay(step, horizon) for every group, where the
-    horizon is the group's own ``decay_steps`` if it has one (e.g. a parameter
-    trained only for the first epochs), else ``total_steps``."""
+def set_linear_decay(optimizers: list[torch.optim.Optimizer], step: int, total_steps: int,
+                     floor: float = 0.0) -> None:
+    """lr = initial_lr x linear_decay(step, horizon, floor) for every group,
+    where the horizon is ``total_steps`` (the decay's length, which may end
+    before the run does), or the group's own ``decay_steps`` if it has one (a
+    parameter trained only for the first steps: it falls to 0, no floor)."""
     for opt in optimizers:
         for group in opt.param_groups:
             group.setdefault("initial_lr", group["lr"])
-            horizon = group.get("decay_steps") or total_steps
-            group["lr"] = group["initial_lr"] * linear_decay(step, horizon)
+            own = group.get("decay_steps")
+            group["lr"] = group["initial_lr"] * (linear_decay(step, own) if own else
+                                                 linear_decay(step, total_steps, floor))
 
 
 def warmup_linear_decay(step: int, warmup_steps: int, total_steps: int, start: float = 1e-4) -> float:
