@@ -62,7 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "at batch 1536, SiLU, jitter, but 8.5 epochs, with selective TTA), hiverge "
                    "(the record's 7.63 epochs), airbench94_muon (the published recipe: 6-view "
                    "TTA on every image), airbench94_tta (it with selective TTA), progressive24 "
-                   "(10 epochs, the first 6 on 24-px crops); --epochs and --set apply on top")
+                   "(10 epochs, the first 6 on 24-px crops), fulcrum (the 2026 record's levers: 24 "
+                   "and 28 px by downsampling, an lr floor, a weight average); --epochs and --set "
+                   "apply on top")
     cli.add_execution_args(p, d)
     cli.add_report_args(p, out="runs/cifar10")
     return p
