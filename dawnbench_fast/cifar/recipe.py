@@ -41,7 +41,7 @@ class CifarRecipe:
     # random window of the augmented image, or "downsample", the whole of it
     # resized bilinearly after the jitter (the 2026 record's).
     progressive: tuple[int, ...] = ()
-    progressive_mode: str = "crop"
+    progressive_mode: str = "crop"  # crop or downsample: how an epoch's smaller image is made
     # -- model -------------------------------------------------------------
     widths: tuple[int, int, int] = (64, 256, 256)  # channels of the three conv groups
     act: str = "silu"  # the conv groups' activation
@@ -82,14 +82,14 @@ class CifarRecipe:
     # lr_floor of their start once they reach it (the 2026 record: 8.5 of
     # 8.875 epochs, floor 0.05). The whitening bias's own decay has no floor.
     lr_decay_epochs: float = 0.0
-    lr_floor: float = 0.0
+    lr_floor: float = 0.0  # the decay stops at this fraction of each rate's start, held to the end
     # End-of-run weight average (training/weight_average.py): from
     # average_from steps before the decay ends, every average_every steps the
     # average takes average_weight of the net and the net is set to the
     # average. average_every 0: off.
     average_every: int = 0
-    average_from: int = 8
-    average_weight: float = 0.3
+    average_from: int = 8  # the average starts this many steps before the decay ends
+    average_weight: float = 0.3  # the net's share in each averaging step
     # Loss-guided pruning (InfoBatch; data/pruning.py): from the second epoch
     # until ``prune_until`` of the run, a random ``prune`` share of the half of
     # the images with the lowest last loss sits the epoch out, the rest of that
