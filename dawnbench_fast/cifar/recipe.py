@@ -77,11 +77,12 @@ class CifarRecipe:
     sgd_momentum: float = 0.825  # Nesterov SGD's momentum (biases, head; filters with filter_optimizer=sgd)
     weight_decay: float = 1.0418e-6  # per example: scaled by batch_size (summed loss)
     label_smoothing: float = 0.09  # of the cross-entropy's targets
-    # The learning rates fall linearly to 0 over the run, or with
-    # lr_decay_epochs (0: the run's length) over that many epochs, held at
-    # lr_floor of their start once they reach it (the 2026 record: 8.5 of
-    # 8.875 epochs, floor 0.05). The whitening bias's own decay has no floor.
-    lr_decay_epochs: float = 0.0
+    # The learning rates fall linearly towards 0 over the run but its last
+    # lr_hold_epochs, held at lr_floor of their start once they reach it (the
+    # 2026 record: the decay over 8.5 of 8.875 epochs, floor 0.05). Held in
+    # epochs from the end, so that --epochs moves the decay's end with the
+    # run's. The whitening bias's own decay has no floor.
+    lr_hold_epochs: float = 0.0
     lr_floor: float = 0.0  # the decay stops at this fraction of each rate's start, held to the end
     # End-of-run weight average (training/weight_average.py): from
     # average_from steps before the decay ends, every average_every steps the
@@ -167,8 +168,8 @@ def validate(cfg: CifarRecipe) -> CifarRecipe:
          f"sides must be at least whiten_kernel + 7 = {cfg.whiten_kernel + 7} px"),
         (cfg.progressive_mode in MODES, "progressive_mode", f"must be {' or '.join(MODES)}"),
         (cfg.filter_norm_ramp >= 0, "filter_norm_ramp", "must be >= 0"),
-        (0.0 <= cfg.lr_decay_epochs <= cfg.epochs, "lr_decay_epochs",
-         f"must be in [0, epochs = {cfg.epochs:g}] (0: the whole run)"),
+        (0.0 <= cfg.lr_hold_epochs < cfg.epochs, "lr_hold_epochs",
+         f"must be in [0, epochs = {cfg.epochs:g}): the decay needs some of the run"),
         (0.0 <= cfg.lr_floor < 1.0, "lr_floor", "must be in [0, 1)"),
         (cfg.average_every >= 0 and cfg.average_from >= 0, "average_every/average_from", "must be >= 0"),
         (0.0 < cfg.average_weight <= 1.0, "average_weight", "must be in (0, 1]"),
@@ -218,7 +219,7 @@ AIRBENCH94_MUON: dict = {
     "label_smoothing": 0.2, "lr_bias": 0.053, "lr_head": 0.67, "sgd_momentum": 0.85,
     "weight_decay": 2e-6, "lr_filters": 0.24, "muon_momentum": 0.6, "filter_norm_every": 1,
     "muon_weight_decay": 0.0, "progressive": (), "progressive_mode": "crop", "tta_below": 1.0,
-    "lr_decay_epochs": 0.0, "lr_floor": 0.0, "average_every": 0, "filter_norm_ramp": 0,
+    "lr_hold_epochs": 0.0, "lr_floor": 0.0, "average_every": 0, "filter_norm_ramp": 0,
 }
 # The 2026 record's levers (fulcrumresearch/cifar-10-speedrun, runners/recipes/e1.py: 94.05%
 # mean over 200 A100 runs on test images 2000-9999) on top of the default, whose other values
@@ -228,7 +229,7 @@ AIRBENCH94_MUON: dict = {
 # whitening from 5,000 images, its bias trained for 0.2 epochs (the same 7 steps as 0.19).
 FULCRUM: dict = {
     "epochs": 8.875, "progressive": (24, 24, 24, 28, 28, 28), "progressive_mode": "downsample",
-    "lr_decay_epochs": 8.5, "lr_floor": 0.05, "average_every": 4, "average_from": 8, "average_weight": 0.3,
+    "lr_hold_epochs": 0.375, "lr_floor": 0.05, "average_every": 4, "average_from": 8, "average_weight": 0.3,
     "lr_filters": 0.2255, "filter_norm_every": 2, "filter_norm_ramp": 15, "whiten_images": 5000,
     "whiten_bias_epochs": 0.2,
 }

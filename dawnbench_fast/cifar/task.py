@@ -155,8 +155,8 @@ class CifarTask:
 
         self.epoch_steps = epoch_steps(cfg.epochs, whole)
         self.total_steps = sum(self.epoch_steps)
-        # the learning rates' linear decay, which may end before the run (lr_decay_epochs)
-        self.decay_steps = (sum(epoch_steps(cfg.lr_decay_epochs, whole)) if cfg.lr_decay_epochs
+        # the learning rates' linear decay, which may end before the run (lr_hold_epochs)
+        self.decay_steps = (sum(epoch_steps(cfg.epochs - cfg.lr_hold_epochs, whole)) if cfg.lr_hold_epochs
                             else self.total_steps)
         self.whiten_bias_steps = steps_in(cfg.whiten_bias_epochs, self.steps_per_epoch)
         self.augment = dispatch.get_op("augment", backend)

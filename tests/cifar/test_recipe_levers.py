@@ -81,7 +81,7 @@ def test_the_record_s_steps_and_learning_rates_against_a_hand_count():
     # the tiny set: 6 steps an epoch; 2.875 epochs: the last 0.875 x 6 = 5.25 -> 6; the decay
     # over 2.5 epochs: 2 x 6 + 3 = 15 steps; the bias: 0.2 x 6 = 1.2 -> 2 steps
     fields = {k: v for k, v in RECIPES["fulcrum"].items() if k not in ("whiten_images", "progressive")}
-    task = _task(**{**fields, "epochs": 2.875, "lr_decay_epochs": 2.5})
+    task = _task(**{**fields, "epochs": 2.875})  # the record's hold: the last 0.375 epochs
     assert task.epoch_steps == [6] * 3
     assert (task.total_steps, task.decay_steps, task.whiten_bias_steps) == (18, 15, 2)
     task.init_model()
@@ -167,7 +167,7 @@ def test_a_run_resumed_mid_curriculum_and_mid_average_is_the_uninterrupted_run()
     # starts at step 2 and sets the net at steps 4, 6, 8: the checkpoint after the first
     # epoch (step 3) holds an average, and the resumed run changes resolution
     fields = dict(subset=192, epochs=3, progressive=(20, 24), progressive_mode="downsample",
-                  lr_decay_epochs=2, lr_floor=0.1, average_every=2, average_from=4, filter_norm_every=1,
+                  lr_hold_epochs=1, lr_floor=0.1, average_every=2, average_from=4, filter_norm_every=1,
                   filter_norm_ramp=3, deterministic=True)
 
     def run(task, epochs):
@@ -202,7 +202,7 @@ def test_the_lesion_finds_every_new_lever():
     from dawnbench_fast.analyze.lesion import recipe_arms
 
     names = {a.name for a in recipe_arms("fulcrum")}
-    for lever in ("progressive", "progressive_mode", "lr_decay_epochs", "lr_floor", "average_every",
+    for lever in ("progressive", "progressive_mode", "lr_hold_epochs", "lr_floor", "average_every",
                   "filter_norm_ramp", "lr_filters"):
         assert f"recipe_{lever}" in names
     published = dataclasses.replace(Config(), **RECIPES["airbench94_muon"])

@@ -34,10 +34,10 @@ COMMON = ["--eval-subset", "500", "--batch-size", "100", "--set", "widths=16,32,
           "--set", "whiten_images=500", "--latency-images", "0", "--threads", "2", "--no-progress",
           "--no-download", "--target", "0.9"]
 # the 2026 record's levers on: the kill lands in the resolution curriculum (24, then 28 px by
-# downsampling), the resumed run changes resolution; the decay ends at 3.5 epochs with a floor,
-# the weight average from step 27, the renormalisation period ramps
+# downsampling), the resumed run changes resolution; the decay ends 0.5 epochs before the run,
+# held at a floor, the weight average from step 27, the renormalisation period ramps
 CURRICULUM = ["--set", "progressive=24,28", "--set", "progressive_mode=downsample",
-              "--set", "lr_decay_epochs=3.5", "--set", "lr_floor=0.05", "--set", "average_every=4",
+              "--set", "lr_hold_epochs=0.5", "--set", "lr_floor=0.05", "--set", "average_every=4",
               "--set", "filter_norm_every=2",
               "--set", "filter_norm_ramp=15", "--deterministic"]
 ARGS = [*COMMON, "--subset", "1000", "--epochs", str(EPOCHS), "--set", "precision=fp32", *CURRICULUM]
