@@ -62,8 +62,8 @@ def parse_value(name: str, text: str, current: object, declared: object = None) 
             return int(text)
         if isinstance(current, float):
             return float(text)
-        if isinstance(current, tuple):
-            return tuple(int(v) for v in text.split(","))
+        if isinstance(current, tuple):  # empty: none (progressive= switches the curriculum off)
+            return tuple(int(v) for v in text.split(",")) if text.strip() else ()
     except ValueError:
         kind = "comma-separated integers" if isinstance(current, tuple) else type(current).__name__
         raise ConfigError(f"--set {name}={text}: expected {kind}") from None

@@ -200,10 +200,16 @@ def test_a_run_resumed_mid_curriculum_and_mid_average_is_the_uninterrupted_run()
 
 def test_the_lesion_finds_every_new_lever():
     from dawnbench_fast.analyze.lesion import recipe_arms
+    from dawnbench_fast.cifar.recipe import apply_overrides
 
     names = {a.name for a in recipe_arms("fulcrum")}
     for lever in ("progressive", "progressive_mode", "lr_hold_epochs", "lr_floor", "average_every",
                   "filter_norm_ramp", "lr_filters"):
         assert f"recipe_{lever}" in names
+    # the arm that switches the curriculum off sets it empty, which --set takes
+    arm = next(a for a in recipe_arms("fulcrum") if a.name == "recipe_progressive")
+    assert arm.flags == ["--set", "progressive="]
+    cfg = apply_overrides(Config(**RECIPES["fulcrum"]), arm.flags[1:])
+    assert cfg.progressive == () and cfg.epochs == 8.875
     published = dataclasses.replace(Config(), **RECIPES["airbench94_muon"])
     assert (published.average_every, published.lr_floor, published.filter_norm_ramp) == (0, 0.0, 0)
