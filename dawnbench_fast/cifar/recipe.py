@@ -205,7 +205,7 @@ def validate(cfg: CifarRecipe) -> CifarRecipe:
 # for 9.5 epochs instead of its 8.875: as published, seeds 0-2 gave 94.01%
 # here (whole test set, selective TTA), short of issue 43's bar (a ten-seed
 # mean of 94.05% with 9 of 10 reaching 94%); the longer tail at 32 px (3.5
-# epochs instead of 2.875) met it (docs/PERFORMANCE.md, "Fewer FLOPs").
+# epochs instead of 2.875) met it (docs/PERFORMANCE.md, "The default").
 # Under the levers, hiverge/cifar10-speedrun's values as published: batch
 # 1536, SiLU in the groups (GELU after the whitening), brightness/contrast
 # jitter, label smoothing 0.09, BN momentum 0.5566, Muon with weight decay;
