@@ -37,7 +37,8 @@ ROUNDS = env_int("BENCH_ROUNDS", 5)
 def test_train_step(benchmark, cifar10, native_build, bn_act):
     if (reason := dispatch.unavailable_reason("cpu", torch.device("cpu"))) is not None:
         pytest.skip(f"--kernels cpu unavailable here: {reason}")
-    cfg = dataclasses.replace(Config(), subset=BATCH * 3, batch_size=BATCH, kernels="cpu",
+    # the 32-px step (the recipe's first epochs train smaller: progressive)
+    cfg = dataclasses.replace(Config(), subset=BATCH * 3, batch_size=BATCH, progressive=(), kernels="cpu",
                               whiten_images=min(BATCH * 3, Config().whiten_images))
     cfg, _ = with_resolved_precision(cfg, torch.device("cpu"))  # auto made concrete, as a run does
     t = CifarTask(cfg, prepare_data(cifar10, cfg, torch.device("cpu")), torch.device("cpu"), "cpu")

@@ -14,7 +14,9 @@ as two autograd nodes with the full-size dY between them,
 csrc/conv_group.py's POOL_HANDOFF; ``amx=off`` the default without our AMX
 weight gradient, as on a CPU without AMX tiles, csrc/conv_group_wgrad.py);
 ``BENCH_ARMS`` lists them, whitespace-separated (default ``dawnbench_fast
-hiverge``). Each arm gets its own trainer at its recipe's
+hiverge``). An arm times epoch 0's step: with a resolution curriculum (the
+default's 24, 24, 24, 28, 28, 28 px) its first side; ``progressive=28`` or
+``progressive=`` (empty: 32 px) time the others. Each arm gets its own trainer at its recipe's
 batch size and two warm-up steps, then ``BENCH_ROUNDS`` timed steps (default
 5) on the same batch; each arm's rounds run back to back (the script before
 alternated the arms within each round, so that a drift of the machine's
@@ -91,9 +93,12 @@ def test_recipe_step(benchmark, cifar10, arm, monkeypatch):
     benchmark.pedantic(lambda: t.train_step(*batches[2]), rounds=ROUNDS, iterations=1)
     med = benchmark.stats.stats.median
     steps = steps_in(cfg.epochs, FULL_TRAIN // cfg.batch_size)
+    side = batches[2][1].shape[-1]  # epoch 0's: the first side of a resolution curriculum
     benchmark.extra_info.update(
-        batch=cfg.batch_size, seconds_per_1k_images=1000 * med / cfg.batch_size, steps=steps,
-        train_phase_implied_s=steps * med, threads=torch.get_num_threads(), precision=cfg.precision,
+        batch=cfg.batch_size, side=side, seconds_per_1k_images=1000 * med / cfg.batch_size, steps=steps,
+        # steps x median where every step is this one (None with a curriculum: the sides differ)
+        train_phase_implied_s=None if cfg.progressive else steps * med,
+        threads=torch.get_num_threads(), precision=cfg.precision,
         wgrad_methods=conv_group.chosen_methods() if wgrad is None else {"forced": wgrad})
 
 

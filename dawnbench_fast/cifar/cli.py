@@ -58,12 +58,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="evaluate on the first N test images (0 = all)")
     cli.add_training_args(p, d, set_example="lr_filters=0.2")
     p.add_argument("--recipe", choices=sorted(RECIPES), default="dawnbench_fast",
-                   help="named recipe: dawnbench_fast (ours: the 2025 hiverge record's values "
-                   "at batch 1536, SiLU, jitter, but 8.5 epochs, with selective TTA), hiverge "
-                   "(the record's 7.63 epochs), airbench94_muon (the published recipe: 6-view "
-                   "TTA on every image), airbench94_tta (it with selective TTA), progressive24 "
-                   "(10 epochs, the first 6 on 24-px crops), fulcrum (the 2026 record's levers: 24 "
-                   "and 28 px by downsampling, an lr floor, a weight average); --epochs and --set "
+                   help="named recipe: dawnbench_fast (ours: the 2025 hiverge record's values with the "
+                   "2026 record's levers, 24 then 28 px by downsampling for six epochs, an lr floor "
+                   "and a weight average, for 9.5 epochs, with selective TTA), fulcrum (those levers "
+                   "as published: 8.875 epochs), dawnbench_fast_2025 (the default before: 8.5 epochs "
+                   "at 32 px), hiverge (the 2025 record's 7.63 epochs), airbench94_muon (the "
+                   "published recipe: 6-view TTA on every image), airbench94_tta (it with selective "
+                   "TTA), progressive24 (10 epochs, the first 6 on 24-px crops); --epochs and --set "
                    "apply on top")
     cli.add_execution_args(p, d)
     cli.add_report_args(p, out="runs/cifar10")

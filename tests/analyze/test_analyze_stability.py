@@ -62,7 +62,8 @@ def test_a_study_trains_its_runs_end_to_end(tmp_path):
     env = {**os.environ, "DAWNBENCH_DATA": str(cifar_dir())}
     r = subprocess.run(
         [sys.executable, "-m", "dawnbench_fast.analyze", "stability", "--runs", "2", "--target", "0.15",
-         "--out", str(out), "--", "--subset", "1000", "--eval-subset", "500", "--batch-size", "250",
+         "--out", str(out), "--", "--subset", "1000", "--set", "whiten_images=1000", "--eval-subset", "500",
+         "--batch-size", "250",
          "--epochs", "2", "--set", "widths=16,32,32", "--set", "tta_level=0", "--kernels", "torch",
          "--threads", "2"],
         capture_output=True, text=True, env=env, timeout=600)

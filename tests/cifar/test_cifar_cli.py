@@ -17,7 +17,8 @@ from dawnbench_fast import cifar
 from dawnbench_fast.cifar.recipe import apply_overrides
 from dawnbench_fast.config.overrides import ConfigError
 
-SMOKE = ["--subset", "2000", "--epochs", "1", "--eval-subset", "500", "--latency-images", "20",
+SMOKE = ["--subset", "2000", "--set", "whiten_images=2000", "--epochs", "1", "--eval-subset", "500",
+         "--latency-images", "20",
          "--no-progress", "--threads", "2", "--latency-one-view"]
 
 

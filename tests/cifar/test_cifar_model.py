@@ -196,7 +196,8 @@ def test_progressive_epochs_train_on_keyed_crops_of_the_full_batch():
     from support.cifar_data import cifar_dir
 
     base = Config(subset=300, eval_subset=100, batch_size=150, epochs=3, whiten_images=100, progressive=(),
-                  kernels="torch", precision="fp32", data_dir=str(cifar_dir()), download=False)
+                  progressive_mode="crop", kernels="torch", precision="fp32", data_dir=str(cifar_dir()),
+                  download=False)
     full = base.build_task(torch.device("cpu"))
     task = dataclasses.replace(base, progressive=(20, 27)).build_task(torch.device("cpu"))
     assert full.warm_up_epochs == (0,) and task.warm_up_epochs == (0, 1, 2)

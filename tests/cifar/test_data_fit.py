@@ -20,8 +20,8 @@ from dawnbench_fast.config.overrides import ConfigError
 from dawnbench_fast.runner import runs
 from dawnbench_fast.training.task import epoch_steps
 
-TINY = ["--no-download", "--no-progress", "--kernels", "torch", "--subset", "1000", "--batch-size", "500",
-        "--eval-subset", "200", "--latency-images", "0"]
+TINY = ["--no-download", "--no-progress", "--kernels", "torch", "--subset", "1000", "--set",
+        "whiten_images=1000", "--batch-size", "500", "--eval-subset", "200", "--latency-images", "0"]
 
 
 def test_an_epoch_of_no_step_is_refused():

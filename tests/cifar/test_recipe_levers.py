@@ -213,3 +213,13 @@ def test_the_lesion_finds_every_new_lever():
     assert cfg.progressive == () and cfg.epochs == 8.875
     published = dataclasses.replace(Config(), **RECIPES["airbench94_muon"])
     assert (published.average_every, published.lr_floor, published.filter_norm_ramp) == (0, 0.0, 0)
+
+
+def test_the_default_is_the_record_s_levers_for_9_5_epochs():
+    """The ten-seed record of issue 43 ran ``--recipe fulcrum --epochs 9.5`` before
+    the default took its values: the same config, field for field."""
+    assert dataclasses.replace(Config(), **{**RECIPES["fulcrum"], "epochs": 9.5}) == Config()
+    before = Config(**RECIPES["dawnbench_fast_2025"])
+    assert (before.epochs, before.progressive, before.average_every) == (8.5, (), 0)
+    assert (before.whiten_images, before.lr_filters, before.filter_norm_every) == (960, 0.205, 8)
+    assert Config(**RECIPES["hiverge"]) == dataclasses.replace(before, epochs=7.63)

@@ -15,7 +15,8 @@ from dawnbench_fast.cifar import cli as cifar_cli
 from dawnbench_fast.reporting import run_log
 from dawnbench_fast.reporting.tensorboard_log import TENSORBOARD_DIR, TensorBoardLog
 
-BASE = ["--no-download", "--no-progress", "--epochs", "1", "--subset", "1000", "--eval-subset", "200",
+BASE = ["--no-download", "--no-progress", "--epochs", "1", "--subset", "1000", "--set", "whiten_images=1000",
+        "--eval-subset", "200",
         "--batch-size", "500", "--latency-images", "0"]
 
 

@@ -34,7 +34,7 @@ from dawnbench_fast.training import checkpoint
 
 # A tiny run, so that a check that is missing costs seconds, not a training.
 BASE = ["--no-download", "--no-progress", "--kernels", "torch", "--epochs", "1", "--subset", "1000",
-        "--batch-size", "500", "--eval-subset", "200", "--latency-images", "0"]
+        "--set", "whiten_images=1000", "--batch-size", "500", "--eval-subset", "200", "--latency-images", "0"]
 
 
 # -- Damaged copies of the data (symlinks to the shared files, one replaced) --
@@ -245,7 +245,7 @@ CASES = {
     "set-progressive-mode-unknown": Case(["--set", "progressive_mode=resize"],
                                          ("progressive_mode", "crop or downsample")),
     "set-lr-hold-the-whole-run": Case(["--set", "lr_hold_epochs=20"],
-                                      ("lr_hold_epochs", "needs some of the run")),
+                                      ("--epochs 1", "lr_hold_epochs = 20", "--set lr_hold_epochs=0")),
     "set-lr-floor-1": Case(["--set", "lr_floor=1"], ("lr_floor", "[0, 1)")),
     "out-is-a-file": Case([], ("--out", "is a file", "folder path"), out=out_file),
     "out-under-a-file": Case([], ("--out", "file", "is a file"), out=out_under_file),
