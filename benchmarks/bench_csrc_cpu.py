@@ -153,7 +153,7 @@ def test_augment(benchmark, native_build, augment_inputs, impl, batch):
 
     padded, scale, shift, order = augment_inputs
     idx = torch.from_numpy(order[:batch])
-    p = A.augment_params(0, 1, idx.numpy())
+    p = A.augment_params(0, 1, idx)
     fn = {"torch": A.augment_torch, "numba": augment_cpu, "csrc": csrc_augment.augment}[impl]
     # same result as the reference before it is timed
     assert torch.equal(fn(padded, idx, p, scale, shift), A.augment_torch(padded, idx, p, scale, shift))

@@ -108,7 +108,7 @@ def test_augment(benchmark, impl):
     padded = A.pad_reflect(torch.from_numpy(images), 2).cuda()
     scale, shift = (torch.from_numpy(a).cuda() for a in A.normalisation((0.5,) * 3, (0.25,) * 3))
     idx = torch.from_numpy(rng.permutation(50_000)[:BATCH]).cuda()
-    p = A.augment_params(0, 1, idx.cpu().numpy())
+    p = A.augment_params(0, 1, idx)  # on the device, as the trainer makes them
     fn = _implementation(impl, "augment",
                          lambda *a, out_dtype: A.augment_torch(*a).to(out_dtype), csrc_augment.augment)
     benchmark.group = f"augment -> bf16, batch {BATCH}"

@@ -22,7 +22,9 @@ batch size and two warm-up steps, then ``BENCH_ROUNDS`` timed steps (default
 alternated the arms within each round, so that a drift of the machine's
 speed reached every arm alike: compare arms within one session). ``extra_info``
 per arm: batch, seconds per 1,000 images and the training phase that the
-recipe's step count implies (steps x median step). Needs CIFAR-10
+recipe's step count implies (steps x median step). ``test_recipe_batches``
+times the same arms' batches (``epoch_batches``: order, augmentation, jitter,
+side), per step. Needs CIFAR-10
 (``DAWNBENCH_DATA``; skipped without it). Run it on an otherwise idle machine.
 In the script form, give pytest's options with their value in one argument
 (``-khiverge``, ``--benchmark-compare=0001``): a separate value would be read
@@ -70,8 +72,9 @@ def arm_config(arm: str) -> tuple[Config, str | None, str | None, str | None, st
     return cfg, *(v[-1] if v else None for v in forced.values())
 
 
-@pytest.mark.parametrize("arm", ARMS)
-def test_recipe_step(benchmark, cifar10, arm, monkeypatch):
+def arm_task(cifar10, arm: str, monkeypatch) -> CifarTask:
+    """The arm's trainer (its kernels and settings forced), initialised, on
+    three steps' images."""
     if (reason := dispatch.unavailable_reason("cpu", torch.device("cpu"))) is not None:
         pytest.skip(f"--kernels cpu unavailable here: {reason}")
     cfg, wgrad, dgrad, handoff, amx = arm_config(arm)
@@ -86,6 +89,13 @@ def test_recipe_step(benchmark, cifar10, arm, monkeypatch):
     cfg, _ = with_resolved_precision(cfg, torch.device("cpu"))
     t = CifarTask(cfg, prepare_data(cifar10, cfg, torch.device("cpu")), torch.device("cpu"), "cpu")
     t.init_model()
+    return t
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_recipe_step(benchmark, cifar10, arm, monkeypatch):
+    t = arm_task(cifar10, arm, monkeypatch)
+    cfg, wgrad = t.cfg, conv_group.FORCE
     batches = list(t.epoch_batches(0))
     for b in batches[:2]:  # warm-up: oneDNN primitives, allocator growth
         t.train_step(*b)
@@ -100,6 +110,20 @@ def test_recipe_step(benchmark, cifar10, arm, monkeypatch):
         train_phase_implied_s=None if cfg.progressive else steps * med,
         threads=torch.get_num_threads(), precision=cfg.precision,
         wgrad_methods=conv_group.chosen_methods() if wgrad is None else {"forced": wgrad})
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_recipe_batches(benchmark, cifar10, arm, monkeypatch):
+    """What the step's batches cost beside it: an epoch of three steps'
+    batches from ``epoch_batches`` (the order, the keyed augmentation
+    parameters, the augment op, the jitter, the epoch's side), per step."""
+    t = arm_task(cifar10, arm, monkeypatch)
+    list(t.epoch_batches(0))  # warm-up
+    benchmark.group = "recipe step's batches (--kernels cpu)"
+    benchmark.pedantic(lambda: list(t.epoch_batches(0)), rounds=ROUNDS, iterations=1)
+    benchmark.extra_info.update(batch=t.cfg.batch_size, steps_per_round=3,
+                                seconds_per_step=benchmark.stats.stats.median / 3,
+                                threads=torch.get_num_threads())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -215,8 +215,8 @@ def test_augment(benchmark, impl, peaks):
 
     benchmark.group = f"augment batch {BATCH}"
     padded = torch.randint(0, 256, (50000, 36, 36, 3), dtype=torch.uint8, device="cuda")
-    idx = torch.from_numpy(np.random.default_rng(0).permutation(50000)[:BATCH])
-    p = augment_params(0, 1, idx.numpy())
+    idx = torch.from_numpy(np.random.default_rng(0).permutation(50000)[:BATCH]).cuda()
+    p = augment_params(0, 1, idx)  # on the device, as the trainer makes them
     sc, sh = (torch.from_numpy(a).cuda() for a in normalisation((0.5,) * 3, (0.25,) * 3))
     aug = dispatch.get_op("augment", "triton")
 

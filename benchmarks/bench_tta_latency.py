@@ -26,7 +26,7 @@ from knobs import env_int
 from dawnbench_fast import dispatch
 from dawnbench_fast.cifar import Config
 from dawnbench_fast.cifar.evaluation import inference_net
-from dawnbench_fast.cifar.task import build_model
+from dawnbench_fast.cifar.train_state import build_model
 from dawnbench_fast.cifar.tta import tta_logits
 from dawnbench_fast.config.precision import resolve_precision
 from dawnbench_fast.execution.runtime import autocast

@@ -115,9 +115,10 @@ def _augment_case(n_data: int, b: int) -> Case:
     def make(device: torch.device) -> dict:
         rng = np.random.default_rng(0)
         padded = torch.from_numpy(rng.integers(0, 256, (n_data, 36, 36, 3), dtype=np.uint8)).to(device)
-        idx = rng.permutation(n_data)[:b]
+        idx = torch.from_numpy(rng.permutation(n_data)[:b]).to(device)
         scale, shift = (torch.from_numpy(a).to(device) for a in normalisation((0.5,) * 3, (0.25,) * 3))
-        return {"padded": padded, "idx": torch.from_numpy(idx).to(device), "p": augment_params(0, 1, idx),
+        # the parameters on the device, from the indices there, as the trainer makes them
+        return {"padded": padded, "idx": idx, "p": augment_params(0, 1, idx),
                 "scale": scale, "shift": shift}
 
     def call(fn: Callable, t: dict) -> torch.Tensor:

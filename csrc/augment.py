@@ -18,7 +18,6 @@ tests/ops/test_augment.py. Costs: csrc/augment_costs.py.
 
 from __future__ import annotations
 
-import numpy as np
 import nvtx
 import torch
 
@@ -38,11 +37,9 @@ from dawnbench_fast.roofline.registry import register_flop_formulas
 
 
 def pack_params(params, device: torch.device) -> torch.Tensor:
-    """AugmentParams -> (B, 5) int32 rows [ox, oy, flip, cut_x, cut_y]."""
-    rows = np.stack([np.asarray(params.ox), np.asarray(params.oy),
-                     np.asarray(params.flip).astype(np.int32), np.asarray(params.cut_x),
-                     np.asarray(params.cut_y)], axis=1).astype(np.int32)
-    return torch.from_numpy(rows).to(device)
+    """AugmentParams -> (B, 5) int32 rows [ox, oy, flip, cut_x, cut_y], on ``device``."""
+    fields = (params.ox, params.oy, params.flip, params.cut_x, params.cut_y)
+    return torch.stack([torch.as_tensor(f).to(device=device, dtype=torch.int32) for f in fields], 1)
 
 
 @torch.library.custom_op("dawnbench::csrc_augment", mutates_args=())
@@ -63,17 +60,14 @@ def augment_op(padded: torch.Tensor, indices: torch.Tensor, params: torch.Tensor
     prm = params.to(device=dev, dtype=torch.int32).contiguous()
     if prm.shape != (b, 5):
         raise ValueError(f"csrc_augment: params must be ({b}, 5) int32 rows, got {tuple(prm.shape)}")
-    if b:  # the kernels read padded[indices[i]] unchecked
-        lo, hi = (int(v) for v in torch.aminmax(idx))
-        if lo < 0 or hi >= padded.shape[0]:
-            raise IndexError(f"csrc_augment: image indices {lo}..{hi} outside the dataset's "
-                             f"0..{padded.shape[0] - 1}")
-        lo_xy = prm[:, :2].amin(0).tolist()
-        hi_xy = prm[:, :2].amax(0).tolist()
+    if b:  # the kernels read padded[indices[i]] unchecked: checked on the device, without a host read
+        n = padded.shape[0]
+        torch._assert_async(((idx >= 0) & (idx < n)).all(),
+                            f"csrc_augment: image indices outside the dataset's 0..{n - 1}")
         for i, (name, lim) in enumerate((("ox", pw - size), ("oy", ph - size))):
-            if lo_xy[i] < 0 or hi_xy[i] > lim:
-                raise ValueError(f"csrc_augment: {name} offsets must lie in 0..{lim} for a "
-                                 f"{ph}x{pw} padded image and a {size}px crop")
+            torch._assert_async(((prm[:, i] >= 0) & (prm[:, i] <= lim)).all(),
+                                f"csrc_augment: {name} offsets must lie in 0..{lim} for a {ph}x{pw} "
+                                f"padded image and a {size}px crop")
     sc = scale.to(device=dev, dtype=torch.float32).contiguous()
     sh = shift.to(device=dev, dtype=torch.float32).contiguous()
     out = new_output((b, size, size, c), out_dtype, dev)

@@ -31,7 +31,6 @@ import triton.language as tl
 from dawnbench_fast import dispatch
 from dawnbench_fast.data.augment import AugmentParams
 from dawnbench_fast.data.augment import augment_torch as reference
-from dawnbench_fast.data.host_copy import to_device
 from dawnbench_fast.kernels import launches as L
 from dawnbench_fast.kernels.augment_costs import COSTS
 from dawnbench_fast.kernels.launches import new_output, record
@@ -106,8 +105,8 @@ def augment(padded: torch.Tensor, indices: torch.Tensor, params: AugmentParams, 
         raise ValueError("augment: the dataset must be a uint8 NHWC tensor (reflect-padded)")
     dev = padded.device
 
-    def vec(a, dtype=torch.int32):  # host arrays cross without a host synchronisation
-        return to_device(a, dev, dtype).contiguous()
+    def vec(a, dtype=torch.int32):
+        return a.to(device=dev, dtype=dtype).contiguous()
 
     out = augment_batch(padded.contiguous(), vec(indices, torch.int64), vec(params.ox),
                         vec(params.oy), vec(params.flip), vec(params.cut_x), vec(params.cut_y),

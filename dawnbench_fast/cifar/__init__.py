@@ -1,8 +1,9 @@
 """CIFAR-10 to 94%: ``python -m dawnbench_fast.cifar`` (cli.py).
 
 The package's modules: recipe.py (every hyperparameter as named data, the
-named recipes), task.py (the config as the loop runs it, the net, the
-optimisers, :class:`CifarTask`), evaluation.py (BN folded, the test set's
+named recipes), train_state.py (the net and optimisers, built once per
+process and reset for each seed), task.py (the config as the loop runs it,
+:class:`CifarTask`), evaluation.py (BN folded, the test set's
 top-1), tta.py (the test-time augmentation views, selective TTA), cli.py
 (the command line). Its public API, for scripts and notebooks, is named here.
 """

@@ -1,7 +1,8 @@
-"""CIFAR-10's task: the recipe as the loop runs it (:class:`Config`), its net
-and optimisers, and :class:`CifarTask`, the training run that
+"""CIFAR-10's task: the recipe as the loop runs it (:class:`Config`), the
+step's loss, and :class:`CifarTask`, the training run that
 dawnbench_fast.training.train's loop drives (batches, step, evaluation,
-predictor, checkpoint state).
+predictor, checkpoint state). Its net and optimisers are built, once per
+process, in dawnbench_fast.cifar.train_state.
 
 Every hyperparameter is a field of the recipe (dawnbench_fast.cifar.recipe);
 the evaluation (BN folded, test-time augmentation) is in
@@ -24,6 +25,7 @@ from dawnbench_fast import dispatch
 from dawnbench_fast.cifar import evaluation as cifar_eval
 from dawnbench_fast.cifar.evaluation import evaluate, inference_net
 from dawnbench_fast.cifar.recipe import CifarRecipe, validate
+from dawnbench_fast.cifar.train_state import Layout, TrainState, net_of
 from dawnbench_fast.cifar.tta import selective_tta_logits
 from dawnbench_fast.config.overrides import ConfigError
 from dawnbench_fast.config.precision import with_resolved_precision
@@ -38,7 +40,6 @@ from dawnbench_fast.execution import gpu_defaults
 from dawnbench_fast.execution.distributed import allreduce_grads, average_bn_statistics, world
 from dawnbench_fast.execution.runtime import autocast
 from dawnbench_fast.models.cifar_net import CifarNet
-from dawnbench_fast.optim.muon import Muon
 from dawnbench_fast.optim.schedule import set_linear_decay
 from dawnbench_fast.training import checkpoint
 from dawnbench_fast.training.task import (
@@ -50,7 +51,6 @@ from dawnbench_fast.training.task import (
     loop_epochs,
     steps_in,
 )
-from dawnbench_fast.training.weight_average import TailAverage
 
 
 @dataclass
@@ -67,55 +67,7 @@ class Config(CifarRecipe):
         return CifarTask(cfg, data, device, backend)
 
 
-# -- Model, optimisers, the training task ----------------------------------
-
-
-def net_of(cfg: Config) -> CifarNet:
-    """The net ``cfg`` describes, on the CPU, in PyTorch's default layout."""
-    model = CifarNet(widths=tuple(cfg.widths), whiten_kernel=cfg.whiten_kernel, act=cfg.act,
-                     whiten_act=cfg.whiten_act)
-    for m in model.modules():
-        if isinstance(m, torch.nn.BatchNorm2d):
-            m.momentum = 1.0 - cfg.bn_momentum  # PyTorch's momentum weighs the new statistic
-    return model
-
-
-def build_model(cfg: Config, device: torch.device, backend: str) -> CifarNet:
-    model = net_of(cfg).to(device)
-    if cfg.channels_last:
-        model = model.to(memory_format=torch.channels_last)
-    return model.set_kernels(backend)
-
-
-def build_optimizers(model: CifarNet, cfg: Config, whiten_bias_steps: int = 0,
-                     backend: str = "torch", total_steps: int = 1) -> list[torch.optim.Optimizer]:
-    """[Nesterov SGD on biases and head, the filters' optimiser]: Muon on the
-    conv filters (a learned first conv's too), or with ``filter_optimizer``
-    "sgd" a Nesterov SGD like the other (the lesion of Muon). The whitening
-    bias's lr reaches 0 when it freezes (after ``whiten_bias_steps``); Muon's
-    renormalisation period grows over the run's ``total_steps`` with
-    ``filter_norm_ramp``."""
-    filters = [p for p in model.parameters() if p.ndim == 4 and p.requires_grad]
-    norm_biases = [
-        p for n, p in model.named_parameters() if ".norm" in n and p.requires_grad
-    ]
-    wd = cfg.weight_decay * cfg.batch_size
-    groups = [
-        dict(params=[model.whiten.bias], lr=cfg.lr_bias, weight_decay=wd / cfg.lr_bias,
-             decay_steps=whiten_bias_steps),
-        dict(params=norm_biases, lr=cfg.lr_bias, weight_decay=wd / cfg.lr_bias),
-        dict(params=[model.head.weight], lr=cfg.lr_head, weight_decay=wd / cfg.lr_head),
-    ]
-    sgd = torch.optim.SGD(groups, momentum=cfg.sgd_momentum, nesterov=True)
-    if cfg.filter_optimizer == "sgd":
-        lr = cfg.lr_filters_sgd
-        return [sgd, torch.optim.SGD(filters, lr=lr, momentum=cfg.sgd_momentum, nesterov=True,
-                                     weight_decay=wd / lr)]
-    muon = Muon(filters, lr=cfg.lr_filters, momentum=cfg.muon_momentum, ns_steps=cfg.ns_steps,
-                orthogonalize=dispatch.get_op("newton_schulz", backend),
-                weight_decay=cfg.muon_weight_decay * cfg.batch_size, norm_every=cfg.filter_norm_every,
-                norm_ramp=cfg.filter_norm_ramp, total_steps=total_steps)
-    return [sgd, muon]
+# -- The step's loss and the training task --------------------------------
 
 
 def forward_loss(model: CifarNet, x: torch.Tensor, y: torch.Tensor, whiten_bias_grad: bool,
@@ -137,8 +89,13 @@ class CifarTask:
     over the ranks before the step, its BN statistics its own
     (dawnbench_fast.execution.distributed)."""
 
-    def __init__(self, cfg: Config, data: DeviceData, device: torch.device, backend: str):
+    def __init__(self, cfg: Config, data: DeviceData, device: torch.device, backend: str,
+                 state: TrainState | None = None):
+        """``state``: the net and optimisers, shared by the tasks of one
+        config's seeds (and its warm-up) so that they are built once per
+        process (cifar.train_state); a task of its own by default."""
         self.cfg, self.data, self.device, self.backend = cfg, data, device, backend
+        self.state = TrainState() if state is None else state
         self.n_train = len(data.train_labels)
         self.batch = cfg.batch_within(self.n_train)  # refused, not cut, when larger than the set
         self.world = world()
@@ -185,17 +142,14 @@ class CifarTask:
 
     def init_model(self) -> None:
         """Pad and normalise the data (DeviceData.prepare: on the clock, as the
-        published recipe does), build the net from the seed and set its first
-        conv (``cfg.first_conv``)."""
+        published recipe does), then the seed's initial net, its first conv
+        (``cfg.first_conv``) and fresh optimisers: the shared state reset in
+        place, or built on its first use (cifar.train_state)."""
         self.data.prepare()
-        torch.manual_seed(self.cfg.seed)
-        self.model = build_model(self.cfg, self.device, self.backend)
-        self.model.init_first_conv(self.cfg.first_conv, self.data.whiten_x, eps=self.cfg.whiten_eps)
-        self.optimizers = build_optimizers(self.model, self.cfg, self.whiten_bias_steps, self.backend,
-                                           self.total_steps)
-        cfg = self.cfg
-        self.averager = (TailAverage(self.model, max(1, self.decay_steps - cfg.average_from),
-                                     cfg.average_every, cfg.average_weight) if cfg.average_every else None)
+        layout = Layout(self.total_steps, self.decay_steps, self.whiten_bias_steps)
+        self.state.reset(self.cfg, layout, self.device, self.backend, self.data.whiten_x)
+        state = self.state
+        self.model, self.optimizers, self.averager = state.model, state.optimizers, state.averager
         self.step = 0
 
     def state_dict(self) -> dict:
@@ -228,29 +182,34 @@ class CifarTask:
         return {"filters": filters.param_groups[0]["lr"], **{name: g["lr"] for name, g in groups}}
 
     def epoch_batches(self, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        """(indices, augmented images) for each step of ``epoch`` (after init_model)."""
+        """(indices, augmented images) for each step of ``epoch`` (after init_model).
+        The epoch's order crosses to the device once; each step's indices are a
+        row of it there, and its augmentation is keyed on the device from them
+        (data.augment): nothing is computed on the host or copied per step."""
         cfg = self.cfg
         if self.data.padded is None:
             raise RuntimeError("CifarTask.epoch_batches before init_model: init pads the data, on the clock")
         order = np.random.default_rng([cfg.seed, epoch]).permutation(self.n_train)
         if self.pruner is not None:
             order = self.pruner.epoch_order(order, epoch)
-        for i in range(len(order) // self.batch):
+        steps = len(order) // self.batch
+        # this rank's share of each step's batch, one row a step
+        rows = to_device(order[: steps * self.batch].reshape(steps, self.batch)[:, self.share], self.device)
+        side = epoch_side(cfg.progressive, epoch, self.data.side)
+        for i in range(steps):
             self.splits.start()
-            idx = order[i * self.batch : (i + 1) * self.batch][self.share]
+            idx = rows[i]
             p = aug.augment_params(cfg.seed, epoch, idx, cfg.translate, cfg.flip, cfg.cutout,
                                    alternate=cfg.flip_alternating)
-            idx_dev = to_device(idx, self.device)  # without a host synchronisation on a GPU
-            x = self.augment(self.data.padded, idx_dev, p, self.data.scale, self.data.shift)
+            x = self.augment(self.data.padded, idx, p, self.data.scale, self.data.shift)
             if cfg.brightness or cfg.contrast:
                 x = aug.color_jitter(x, cfg.seed, epoch, idx, cfg.brightness, cfg.contrast)
             # a per-image affine jitter and a window commute: the crop after it is the crop before it
-            x = at_side(x, epoch_side(cfg.progressive, epoch, x.shape[-1]), cfg.progressive_mode, cfg.seed,
-                        epoch, i)
+            x = at_side(x, side, cfg.progressive_mode, cfg.seed, epoch, i)
             if not cfg.channels_last:  # the augmentation writes channels_last; the lesion's step is NCHW
                 x = x.contiguous()
             self.splits.mark("augment")
-            yield idx_dev, x
+            yield idx, x
 
     def train_step(self, idx: torch.Tensor, x: torch.Tensor) -> StepLoss:
         cfg, model = self.cfg, self.model

@@ -3,9 +3,12 @@ alternating flip, optional cutout, normalisation.
 
 Randomness is keyed by (seed, epoch, image index) through a counter-based hash
 (SplitMix64's finaliser), so an image's augmentation never depends on the batch
-size, the batch it lands in, or the number of processes. The same function
-gives the parameters to every backend; backends only differ in how they
-gather, crop, flip and normalise.
+size, the batch it lands in, or the number of processes. The hash runs on
+the batch's device from the indices already there (torch elementwise ops, no
+host read, nothing copied per step): the same function gives the parameters
+to every backend, which only differ in how they gather, crop, flip and
+normalise. tests/support/keyed_hash_numpy.py holds the host (NumPy uint64)
+computation it replaced, which the tests match bit for bit.
 
 The ``augment`` op (this module's ``augment_torch`` is its reference, backend
 ``torch`` on any device, in dispatch.CATALOGUE) has
@@ -23,88 +26,115 @@ import torch
 
 from dawnbench_fast.data.host_copy import to_device
 
-_M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX2 = np.uint64(0x94D049BB133111EB)
+# SplitMix64's constants. torch has no unsigned 64-bit arithmetic, so the hash
+# runs on int64 tensors holding the same 64-bit patterns: multiplication and
+# addition wrap alike, and right shifts are made logical by masking.
+_MASK64 = (1 << 64) - 1
+_GOLDEN, _MIX1, _MIX2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
 
 # Independent random streams per image.
 STREAM_FLIP, STREAM_TRANSLATE, STREAM_CUTOUT, STREAM_JITTER = 0, 1, 2, 3
 
 
-def keyed_bits(seed: int, epoch: int, indices: np.ndarray, stream: int) -> np.ndarray:
-    """64 random bits per index, a pure function of (seed, epoch, index, stream)."""
-    idx = np.asarray(indices, dtype=np.uint64)
-    key = np.uint64((seed * 1_000_003 + epoch * 8_191 + stream * 131) & 0xFFFFFFFFFFFFFFFF)
-    with np.errstate(over="ignore"):
-        x = idx * _GOLDEN + key * _MIX2 + _GOLDEN
-        x = (x ^ (x >> np.uint64(30))) * _MIX1
-        x = (x ^ (x >> np.uint64(27))) * _MIX2
-        x = x ^ (x >> np.uint64(31))
-    return x & _M64
+def _as_int64(v: int) -> int:
+    """The 64-bit pattern ``v mod 2**64`` as the signed value an int64 tensor holds."""
+    v &= _MASK64
+    return v - (1 << 64) if v >> 63 else v
+
+
+def shr(x: torch.Tensor, k: int) -> torch.Tensor:
+    """Logical right shift by ``k`` (1..63) of the 64-bit patterns in int64 ``x``
+    (torch's ``>>`` is arithmetic: it would copy the sign bit in)."""
+    return (x >> k) & ((1 << (64 - k)) - 1)
+
+
+def umod(x: torch.Tensor, m: int) -> torch.Tensor:
+    """``x mod m`` reading int64 ``x`` as unsigned 64-bit, for 0 < m < 2**31:
+    its two 32-bit halves reduced apart, so no product leaves int64."""
+    hi, lo = shr(x, 32), x & 0xFFFFFFFF
+    return ((hi % m) * ((1 << 32) % m) + lo % m) % m
+
+
+def stream_key(seed: int, epoch: int, stream: int) -> int:
+    """The hash's key of one random stream of one epoch of a run."""
+    return (seed * 1_000_003 + epoch * 8_191 + stream * 131) & _MASK64
+
+
+def keyed_bits(seed: int, epoch: int, indices: torch.Tensor, stream: int) -> torch.Tensor:
+    """64 random bits per index (int64 patterns), a pure function of (seed,
+    epoch, index, stream): SplitMix64's finaliser of ``index`` under the
+    stream's key, elementwise on ``indices``' device, with no host read (a GPU
+    computes it inside the step, capturable)."""
+    x = indices.long() * _as_int64(_GOLDEN) + _as_int64(stream_key(seed, epoch, stream) * _MIX2 + _GOLDEN)
+    x = (x ^ shr(x, 30)) * _as_int64(_MIX1)
+    x = (x ^ shr(x, 27)) * _as_int64(_MIX2)
+    return x ^ shr(x, 31)
+
+
+def uniform_bits(bits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two independent uniforms in [-1, 1) (float64) from the high and the low
+    24 bits of ``bits``."""
+    return shr(bits, 40).double() / float(1 << 23) - 1.0, (bits & 0xFFFFFF).double() / float(1 << 23) - 1.0
 
 
 @dataclass
 class AugmentParams:
-    """Per-image parameters of one batch (all arrays of length B)."""
+    """Per-image parameters of one batch: tensors of length B on the batch's
+    device (the op contracts take tensors only)."""
 
-    ox: np.ndarray  # int32 column offset into the padded image, 0..2*translate
-    oy: np.ndarray  # int32 row offset
-    flip: np.ndarray  # bool: mirror left-right
-    cut_x: np.ndarray  # int32 left column of the cutout square (unused if cutout=0)
-    cut_y: np.ndarray  # int32 top row of the cutout square
+    ox: torch.Tensor  # int32 column offset into the padded image, 0..2*translate
+    oy: torch.Tensor  # int32 row offset
+    flip: torch.Tensor  # bool: mirror left-right
+    cut_x: torch.Tensor  # int32 left column of the cutout square (unused if cutout=0)
+    cut_y: torch.Tensor  # int32 top row of the cutout square
     cutout: int  # side of the cutout square; 0 disables it
 
 
 def augment_params(
     seed: int,
     epoch: int,
-    indices: np.ndarray,
+    indices: torch.Tensor | np.ndarray,
     translate: int = 2,
     flip: bool = True,
     cutout: int = 0,
     size: int = 32,
     alternate: bool = True,
 ) -> AugmentParams:
-    """Parameters for images ``indices`` in ``epoch``.
+    """Parameters for images ``indices`` in ``epoch``, on ``indices``' device
+    (a host array gives CPU tensors).
 
     Alternating flip: an image's flip is random in epoch 0 and inverted every
     other epoch after that, so over any two consecutive epochs each image is
     seen both ways. ``alternate=False``: a fresh coin toss every epoch (the
     usual random flip; epoch 0's toss is the alternating flip's).
     """
-    indices = np.asarray(indices, dtype=np.int64)
-    t = translate
-    tb = keyed_bits(seed, epoch, indices, STREAM_TRANSLATE)
-    ox = (tb % np.uint64(2 * t + 1)).astype(np.int32)
-    oy = ((tb >> np.uint64(16)) % np.uint64(2 * t + 1)).astype(np.int32)
+    idx = torch.as_tensor(indices).long()
+    span = 2 * translate + 1
+    tb = keyed_bits(seed, epoch, idx, STREAM_TRANSLATE)
+    ox, oy = umod(tb, span).int(), (shr(tb, 16) % span).int()
     if flip:  # alternating: epoch 0's toss, inverted in odd epochs; else each epoch's own toss
-        toss = (keyed_bits(seed, 0 if alternate else epoch, indices, STREAM_FLIP) & np.uint64(1)).astype(bool)
-        fl = toss ^ (alternate and bool(epoch % 2))
+        toss = (keyed_bits(seed, 0 if alternate else epoch, idx, STREAM_FLIP) & 1).bool()
+        fl = ~toss if alternate and epoch % 2 else toss
     else:
-        fl = np.zeros(len(indices), dtype=bool)
+        fl = torch.zeros(idx.shape, dtype=torch.bool, device=idx.device)
     if cutout > 0:
-        cb = keyed_bits(seed, epoch, indices, STREAM_CUTOUT)
-        span = np.uint64(size - cutout + 1)
-        cx = (cb % span).astype(np.int32)
-        cy = ((cb >> np.uint64(20)) % span).astype(np.int32)
+        cb = keyed_bits(seed, epoch, idx, STREAM_CUTOUT)
+        cx, cy = umod(cb, size - cutout + 1).int(), (shr(cb, 20) % (size - cutout + 1)).int()
     else:
-        cx = cy = np.zeros(len(indices), dtype=np.int32)
+        cx = cy = torch.zeros(idx.shape, dtype=torch.int32, device=idx.device)
     return AugmentParams(ox, oy, fl, cx, cy, cutout)
 
 
-def color_jitter(x: torch.Tensor, seed: int, epoch: int, indices: np.ndarray, brightness: float,
-                 contrast: float) -> torch.Tensor:
+def color_jitter(x: torch.Tensor, seed: int, epoch: int, indices: torch.Tensor | np.ndarray,
+                 brightness: float, contrast: float) -> torch.Tensor:
     """hiverge's brightness/contrast jitter, in place on a normalised batch:
     image i becomes ``(x_i + b_i) * c_i`` with ``b_i ~ U(-brightness, brightness)``
     and ``c_i ~ 1 + U(-contrast, contrast)``, keyed by (seed, epoch, index)
-    like every other augmentation parameter."""
-    bits = keyed_bits(seed, epoch, indices, STREAM_JITTER)
-    # two independent uniforms in [-1, 1) from the high and low 24 bits
-    u = np.stack([(bits >> np.uint64(40)), bits & np.uint64(0xFFFFFF)]).astype(np.float64)
-    u = u / float(1 << 23) - 1.0
-    b = to_device((brightness * u[0]).astype(np.float32), x.device).view(-1, 1, 1, 1)
-    c = to_device((1.0 + contrast * u[1]).astype(np.float32), x.device).view(-1, 1, 1, 1)
+    like every other augmentation parameter and computed on ``x``'s device
+    (in float64, then rounded to float32 once)."""
+    u_b, u_c = uniform_bits(keyed_bits(seed, epoch, to_device(indices, x.device), STREAM_JITTER))
+    b = (brightness * u_b).float().view(-1, 1, 1, 1)
+    c = (1.0 + contrast * u_c).float().view(-1, 1, 1, 1)
     return x.add_(b.to(x.dtype)).mul_(c.to(x.dtype))
 
 
@@ -149,18 +179,15 @@ def augment_torch(
     gather does translate + flip, then cutout and the affine normalisation."""
     dev = padded.device
     ar = torch.arange(size, device=dev)
-    # the host-made parameters cross without a host synchronisation (data.host_copy)
-    ox = to_device(params.ox, dev).long()
-    oy = to_device(params.oy, dev).long()
-    fl = to_device(params.flip, dev)
+    ox, oy, fl = params.ox.to(dev).long(), params.oy.to(dev).long(), params.flip.to(dev)
     cols = torch.where(fl[:, None], size - 1 - ar, ar) + ox[:, None]
     rows = ar[None, :] + oy[:, None]
     idx = to_device(indices, dev).long()
     out = padded[idx[:, None, None], rows[:, :, None], cols[:, None, :]]  # B,H,W,C
     x = out.float() * scale.to(dev) + shift.to(dev)
     if params.cutout > 0:
-        cx = to_device(params.cut_x, dev).long()[:, None]
-        cy = to_device(params.cut_y, dev).long()[:, None]
+        cx = params.cut_x.to(dev).long()[:, None]
+        cy = params.cut_y.to(dev).long()[:, None]
         in_x = (ar[None, :] >= cx) & (ar[None, :] < cx + params.cutout)
         in_y = (ar[None, :] >= cy) & (ar[None, :] < cy + params.cutout)
         mask = in_y[:, :, None] & in_x[:, None, :]

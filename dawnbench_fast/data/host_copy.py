@@ -1,12 +1,12 @@
 """Host arrays onto the device without making the host wait.
 
-A step's host-made data (the epoch order's indices, the augmentation
-parameters, keyed on the host by seed, epoch and index) goes to the GPU every
-step. PyTorch copies from ordinary (pageable) host memory and then
-synchronises the stream, so a plain ``.to("cuda")`` makes the host wait until
-every kernel queued before it (the previous step's backward and optimiser)
-has run: a host synchronisation per step, which stops the host from queueing
-the next step while the GPU works. Through pinned memory the copy is
+Host-made data (CIFAR's epoch order, once an epoch: its augmentation is then
+keyed on the device from it) goes to the GPU while the GPU works on the
+previous epoch's last steps. PyTorch copies from ordinary (pageable) host
+memory and then synchronises the stream, so a plain ``.to("cuda")`` makes the
+host wait until every kernel queued before it has run: a host
+synchronisation, which stops the host from queueing the next steps while the
+GPU works. Through pinned memory the copy is
 asynchronous: the host queues it and goes on; the copy runs in stream order,
 so the kernels that read it still see it.
 """

@@ -15,11 +15,12 @@ image (the recipe's ``progressive_mode``):
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
-# keyed-RNG stream of the crop offsets (data.augment uses 0-2 for its own)
+from dawnbench_fast.data.augment import keyed_bits, shr, umod
+
+# the crop offsets' stream of the keyed hash (data.augment's streams are 0-3)
 STREAM_CROP = 7
 MODES: tuple[str, ...] = ("crop", "downsample")
 
@@ -35,15 +36,22 @@ def first_epoch_of_each_side(progressive: tuple[int, ...], epochs: int, full: in
     return tuple(sides.index(s) for s in dict.fromkeys(sides))
 
 
-def keyed_crop(x: torch.Tensor, side: int, seed: int, epoch: int, step: int) -> torch.Tensor:
+def keyed_crop(x: torch.Tensor, side: int, seed: int, epoch: int, step: int | torch.Tensor) -> torch.Tensor:
     """One random ``side`` x ``side`` window of the batch ``x`` (the same for
-    all its images, which are already translated one by one), keyed by
-    seed, epoch and step so that a resumed run crops the same windows."""
+    all its images, which are already translated one by one), keyed by seed,
+    epoch and step through the augmentation's hash (data.augment.keyed_bits,
+    its own stream), so that a resumed run crops the same windows. The offsets
+    stay on ``x``'s device and the window is gathered there: no host read, and
+    ``step`` may be the step counter's tensor."""
     if side >= x.shape[-1]:
         return x
     span = x.shape[-1] - side + 1
-    oy, ox = np.random.default_rng([seed, epoch, step, STREAM_CROP]).integers(0, span, 2)
-    return x[..., oy:oy + side, ox:ox + side].contiguous(memory_format=torch.channels_last)
+    steps = (step.reshape(1) if torch.is_tensor(step) else  # a Python int: a fill, no host-to-device copy
+             torch.full((1,), step, dtype=torch.int64, device=x.device))
+    bits = keyed_bits(seed, epoch, steps, STREAM_CROP)
+    ar = torch.arange(side, device=x.device)
+    rows, cols = umod(bits, span) + ar, shr(bits, 32) % span + ar
+    return x.index_select(2, rows).index_select(3, cols).contiguous(memory_format=torch.channels_last)
 
 
 def downsample(x: torch.Tensor, side: int) -> torch.Tensor:

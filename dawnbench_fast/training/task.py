@@ -138,9 +138,24 @@ class Task(Protocol):
     epoch_steps: list[int]  # steps of each epoch the loop runs (task.epoch_steps)
     total_steps: int  # sum(epoch_steps)
     splits: Splits  # seconds per part of the step, for the report
+    # The warm-up (train.warm_up) trains two steps of each of these epochs: one
+    # per shape the run's steps take (e.g. each side of a resolution curriculum).
+    warm_up_epochs: tuple[int, ...]
 
     def init_model(self) -> None:
         """Build the model from the seed (inside the clock: e.g. whitening)."""
+        ...
+
+    def prepare_warm_up(self) -> None:
+        """Called on the warm-up's task after ``init_model``: bring into its few
+        steps any change of form the step takes part-way through a run (CIFAR's
+        whitening bias freezes: a graph of its own when compiled), or record
+        what a pre-flight needs (ImageNet's step times). Most tasks: nothing."""
+        ...
+
+    def warm_up_evaluation(self) -> None:
+        """Every shape the run's evaluations can meet, run once (at least one
+        batch of ``evaluate(tta=True)``)."""
         ...
 
     def epoch_batches(self, epoch: int) -> Iterator[tuple[Any, ...]]:

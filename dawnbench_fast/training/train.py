@@ -309,26 +309,20 @@ def _raise_if_diverged(first_bad: torch.Tensor, loss: StepLoss | None) -> None:
 
 
 def warm_up(task: Task) -> None:
-    """A throwaway task runs two steps and one evaluation batch so that one-off
-    costs (kernel selection, JIT compilation, allocator growth) stay out of
-    the clock. Its weights are discarded with it. A task whose epochs differ
-    in shape (progressive resolution) names one epoch of each shape in
-    ``warm_up_epochs``; each gets its two steps. A task whose step changes
-    form part-way through a run (CIFAR's whitening bias freezes: a graph of
-    its own when compiled) brings the change into these steps with
-    ``prepare_warm_up()``, called after ``init_model``. A task's
-    ``warm_up_evaluation()`` replaces the evaluation batch: every shape its
-    evaluation can meet, run once (CIFAR's: tta.warm_up_selective_tta)."""
+    """A throwaway task (a seed of its own) runs two steps of each of its
+    ``warm_up_epochs`` (one per shape its steps take) and its
+    ``warm_up_evaluation``, so that one-off costs (kernel selection, JIT
+    compilation, allocator growth) stay out of the clock; ``prepare_warm_up``
+    first (the Task protocol says what each is for). Its weights are
+    discarded: the run's own ``init_model`` starts afresh from its seed."""
     task.init_model()
-    prepare = getattr(task, "prepare_warm_up", None)
-    if prepare is not None:
-        prepare()
-    for epoch in getattr(task, "warm_up_epochs", (0,)):
+    task.prepare_warm_up()
+    for epoch in task.warm_up_epochs:
         for k, batch in enumerate(task.epoch_batches(epoch)):
             task.train_step(*batch)
             if k == 1:
                 break
-    getattr(task, "warm_up_evaluation", lambda: task.evaluate(tta=True, max_batches=1))()
+    task.warm_up_evaluation()
 
 
 def eval_line(seed: int, epoch: int, epochs: int, ev: Evaluation, clock: float,

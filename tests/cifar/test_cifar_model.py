@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from dawnbench_fast.cifar import Config
-from dawnbench_fast.cifar.task import build_optimizers
+from dawnbench_fast.cifar.train_state import build_optimizers
 from dawnbench_fast.cifar.tta import selective_tta_logits, tta_logits
 from dawnbench_fast.models.cifar_net import CifarNet, macs_per_image, patch_eigens
 from dawnbench_fast.optim.muon import newton_schulz
@@ -247,7 +247,7 @@ def test_recipe_fields_reach_the_net_and_the_hiverge_recipe_trains():
     from support.cifar_data import cifar_dir
 
     from dawnbench_fast.cifar import RECIPES
-    from dawnbench_fast.cifar.task import net_of
+    from dawnbench_fast.cifar.train_state import net_of
 
     cfg = dataclasses.replace(Config(), **RECIPES["hiverge"])
     net = net_of(cfg)

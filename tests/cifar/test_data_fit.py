@@ -14,7 +14,7 @@ import torch
 from support.cifar_data import cifar_dir
 
 from dawnbench_fast import cifar
-from dawnbench_fast.cifar import task as cifar_task
+from dawnbench_fast.cifar import train_state as cifar_train_state
 from dawnbench_fast.cifar.task import Config
 from dawnbench_fast.config.overrides import ConfigError
 from dawnbench_fast.runner import runs
@@ -38,7 +38,7 @@ def test_an_epoch_of_no_step_is_refused():
 def test_a_run_too_short_for_a_step_is_one_line_before_any_model(tmp_path, capsys, monkeypatch, epochs):
     def tripwire(*args, **kwargs):
         raise AssertionError("a model was built before the error")
-    monkeypatch.setattr(cifar_task, "build_model", tripwire)
+    monkeypatch.setattr(cifar_train_state, "build_model", tripwire)
     monkeypatch.setattr(runs, "warm_up", tripwire)
     out = tmp_path / "out"
     code = cifar.main([*TINY, "--data-dir", str(cifar_dir()), "--out", str(out), "--epochs", epochs])

@@ -208,5 +208,5 @@ def test_augment_params_pack_in_kernel_field_order():
     rows = csrc_augment.pack_params(p, torch.device("cpu"))
     assert rows.dtype == torch.int32 and rows.shape == (6, 5)
     assert rows[:, 0].tolist() == p.ox.tolist() and rows[:, 1].tolist() == p.oy.tolist()
-    assert rows[:, 2].tolist() == p.flip.astype(int).tolist()
+    assert rows[:, 2].tolist() == p.flip.int().tolist()
     assert rows[:, 3].tolist() == p.cut_x.tolist() and rows[:, 4].tolist() == p.cut_y.tolist()

@@ -26,7 +26,7 @@ from support.cifar_data import cifar_dir
 
 from dawnbench_fast import atomic, cifar
 from dawnbench_fast.cifar import cli as cifar_cli
-from dawnbench_fast.cifar import task as cifar_task
+from dawnbench_fast.cifar import train_state as cifar_train_state
 from dawnbench_fast.config.overrides import ConfigError
 from dawnbench_fast.data import cifar10 as C
 from dawnbench_fast.runner import cli
@@ -358,7 +358,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(name, tmp_path, capsys,
     if case.stage == "flags":
         monkeypatch.setattr(cifar_cli, "load_cifar10", tripwire("the data was read"))
     monkeypatch.setattr(cifar_cli, "CifarTask", tripwire("a model was built"))
-    monkeypatch.setattr(cifar_task, "build_model", tripwire("a model was built"))
+    monkeypatch.setattr(cifar_train_state, "build_model", tripwire("a model was built"))
     code, err = run_main([*BASE, "--data-dir", str(data), "--out", str(out), *case.args,
                           *case.more(tmp_path)], capsys)
     check_one_line_error(code, err, case.needles)

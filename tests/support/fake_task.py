@@ -61,10 +61,17 @@ class FakeTask:
         self.total_steps = sum(self.epoch_steps)
         self.splits = Splits(enabled=False)
         self.evals = 0
+        self.warm_up_epochs = (0,)
 
     def init_model(self) -> None:
         self.cfg.log.append("init")
         self.cfg.timer.advance(INIT_S)
+
+    def prepare_warm_up(self) -> None:
+        pass
+
+    def warm_up_evaluation(self) -> None:
+        self.evaluate(tta=True, max_batches=1)
 
     def epoch_batches(self, epoch: int):
         for i in range(self.cfg.steps_per_epoch):

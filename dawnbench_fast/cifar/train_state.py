@@ -1,0 +1,143 @@
+"""CIFAR-10's net and optimisers as a recipe describes them (:func:`net_of`,
+:func:`build_model`, :func:`build_optimizers`), and :class:`TrainState`: the
+net, optimisers and end-of-run weight average of one config, built once per
+process and reset in place for each seed.
+
+A run of ``--runs N`` trains N seeds of one config after a warm-up on a seed
+of its own (runner/runs.py). Building the net and its optimisers afresh for
+each rebinds every parameter and buffer to new memory, which a captured step
+(CUDA graphs replay fixed addresses) and a compiled one (its guards) cannot
+follow. So the tasks of one config share a :class:`TrainState`: the first
+``reset`` builds it, each later one writes the seed's initial state into the
+same tensors. The initial weights are drawn exactly as a fresh build draws
+them (the seed, then the net's constructor on the CPU), so a reset run is bit
+for bit a fresh one (tests/cifar/test_train_state.py); the reset is on the
+clock, as the build was.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from dawnbench_fast import dispatch
+from dawnbench_fast.cifar.recipe import CifarRecipe
+from dawnbench_fast.models.cifar_net import CifarNet
+from dawnbench_fast.optim.muon import Muon
+from dawnbench_fast.training.weight_average import TailAverage
+
+
+def net_of(cfg: CifarRecipe) -> CifarNet:
+    """The net ``cfg`` describes, on the CPU, in PyTorch's default layout."""
+    model = CifarNet(widths=tuple(cfg.widths), whiten_kernel=cfg.whiten_kernel, act=cfg.act,
+                     whiten_act=cfg.whiten_act)
+    for m in model.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.momentum = 1.0 - cfg.bn_momentum  # PyTorch's momentum weighs the new statistic
+    return model
+
+
+def build_model(cfg: CifarRecipe, device: torch.device, backend: str) -> CifarNet:
+    """``net_of(cfg)`` on ``device``, in the recipe's layout, with ``backend``'s kernels."""
+    model = net_of(cfg).to(device)
+    if cfg.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    return model.set_kernels(backend)
+
+
+def build_optimizers(model: CifarNet, cfg: CifarRecipe, whiten_bias_steps: int = 0,
+                     backend: str = "torch", total_steps: int = 1) -> list[torch.optim.Optimizer]:
+    """[Nesterov SGD on biases and head, the filters' optimiser]: Muon on the
+    conv filters (a learned first conv's too), or with ``filter_optimizer``
+    "sgd" a Nesterov SGD like the other (the lesion of Muon). The whitening
+    bias's lr reaches 0 when it freezes (after ``whiten_bias_steps``); Muon's
+    renormalisation period grows over the run's ``total_steps`` with
+    ``filter_norm_ramp``."""
+    filters = [p for p in model.parameters() if p.ndim == 4 and p.requires_grad]
+    norm_biases = [
+        p for n, p in model.named_parameters() if ".norm" in n and p.requires_grad
+    ]
+    wd = cfg.weight_decay * cfg.batch_size
+    groups = [
+        dict(params=[model.whiten.bias], lr=cfg.lr_bias, weight_decay=wd / cfg.lr_bias,
+             decay_steps=whiten_bias_steps),
+        dict(params=norm_biases, lr=cfg.lr_bias, weight_decay=wd / cfg.lr_bias),
+        dict(params=[model.head.weight], lr=cfg.lr_head, weight_decay=wd / cfg.lr_head),
+    ]
+    sgd = torch.optim.SGD(groups, momentum=cfg.sgd_momentum, nesterov=True)
+    if cfg.filter_optimizer == "sgd":
+        lr = cfg.lr_filters_sgd
+        return [sgd, torch.optim.SGD(filters, lr=lr, momentum=cfg.sgd_momentum, nesterov=True,
+                                     weight_decay=wd / lr)]
+    muon = Muon(filters, lr=cfg.lr_filters, momentum=cfg.muon_momentum, ns_steps=cfg.ns_steps,
+                orthogonalize=dispatch.get_op("newton_schulz", backend),
+                weight_decay=cfg.muon_weight_decay * cfg.batch_size, norm_every=cfg.filter_norm_every,
+                norm_ramp=cfg.filter_norm_ramp, total_steps=total_steps)
+    return [sgd, muon]
+
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """What the state's shapes and schedules follow beside the config: the
+    task's step counts (the same for every seed of a config)."""
+
+    total_steps: int
+    decay_steps: int
+    whiten_bias_steps: int
+
+
+class TrainState:
+    """A recipe's net (on its device, in its layout, with its kernels), its
+    optimisers and its tail average. :meth:`reset` makes it the state a fresh
+    build for ``cfg.seed`` would be."""
+
+    def __init__(self) -> None:
+        self.model: torch.nn.Module | None = None
+        self.optimizers: list[torch.optim.Optimizer] = []
+        self.averager: TailAverage | None = None
+        self.built_for: tuple[str, Layout] | None = None
+
+    def reset(self, cfg: CifarRecipe, layout: Layout, device: torch.device, backend: str,
+              whiten_x: torch.Tensor) -> None:
+        """The seed's initial net (first conv included: whitened from
+        ``whiten_x``, as the recipe says), zero optimiser state and no
+        average yet; built on first use, in place after that. A state shared
+        by tasks of different configs is refused: its shapes need not fit."""
+        key = (repr(dataclasses.replace(cfg, seed=0)), layout)
+        if self.built_for is not None and self.built_for != key:
+            raise ValueError("TrainState.reset: this state was built for another config; share a state "
+                             "only between seeds of one config")
+        torch.manual_seed(cfg.seed)
+        if self.model is None:
+            self.model = build_model(cfg, device, backend)
+        else:
+            # the same draws as a fresh build's, copied into the tensors the step already uses
+            self.model.load_state_dict(net_of(cfg).state_dict())
+        self.model.init_first_conv(cfg.first_conv, whiten_x, eps=cfg.whiten_eps)
+        if self.built_for is None:
+            self.optimizers = build_optimizers(self.model, cfg, layout.whiten_bias_steps, backend,
+                                               layout.total_steps)
+            start = max(1, layout.decay_steps - cfg.average_from)
+            self.averager = (TailAverage(self.model, start, cfg.average_every, cfg.average_weight)
+                             if cfg.average_every else None)
+            self.built_for = key
+            return
+        for opt in self.optimizers:
+            zero_state(opt)
+        if self.averager is not None:
+            self.averager.load_state_dict(None)
+
+
+@torch.no_grad()
+def zero_state(opt: torch.optim.Optimizer) -> None:
+    """``opt`` as before its first step, its buffers kept: tensors zeroed in
+    place (a momentum buffer of zeros takes the first gradient as it is, as a
+    new one does), counters dropped (they restart as in a new optimiser)."""
+    for state in opt.state.values():
+        for name in list(state):
+            if torch.is_tensor(state[name]):
+                state[name].zero_()
+            else:
+                del state[name]

@@ -1,0 +1,52 @@
+"""No host reads in the training step: its batches (the epoch's order on the
+device, the keyed augmentation, the jitter, the smaller image) and its
+update run with every Tensor-to-Python conversion trapped to raise
+(support/host_reads.py), on the reference kernels and on the CPU's own."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from support.cifar_data import cifar_dir
+from support.host_reads import HostRead, no_host_reads
+
+from dawnbench_fast.cifar import Config
+
+
+def test_the_trap_catches_each_kind_of_read():
+    t = torch.tensor([1.5])
+    reads = (lambda: t.item(), lambda: t.tolist(), lambda: t.numpy(), lambda: t.cpu(), lambda: bool(t),
+             lambda: int(t), lambda: float(t), lambda: [0, 1][torch.tensor(1)], lambda: np.asarray(t))
+    for read in reads:  # looked up inside the trap, as the step's code does
+        with no_host_reads(), pytest.raises(HostRead):
+            read()
+    assert t.item() == 1.5  # and lets go after
+
+
+@pytest.mark.parametrize("kernels", ["torch", "cpu"])
+@pytest.mark.parametrize("mode", ["downsample", "crop"])
+def test_batches_and_steps_read_no_tensor_back(kernels, mode):
+    base = Config(subset=300, eval_subset=100, batch_size=100, epochs=2, whiten_images=100,
+                  progressive=(24,), progressive_mode=mode, cutout=6, brightness=0.1, contrast=0.1,
+                  kernels=kernels, precision="bf16" if kernels == "cpu" else "fp32",
+                  data_dir=str(cifar_dir()), download=False)
+    task = base.build_task(torch.device("cpu"))
+    task.init_model()
+    sides = []
+    with no_host_reads():
+        for epoch in range(2):  # 24 px, then 32: the whitening bias trained, then frozen
+            for idx, x in task.epoch_batches(epoch):
+                sides.append(x.shape[-1])
+                loss = task.train_step(idx, x)
+    assert sides == [24] * 3 + [32] * 3 and task.step == 6
+    assert 0 < loss.per_example() < 10
+    # the same steps with the trap off: the trap changed nothing
+    again = dataclasses.replace(base).build_task(torch.device("cpu"))
+    again.init_model()
+    for epoch in range(2):
+        for idx, x in again.epoch_batches(epoch):
+            last = again.train_step(idx, x)
+    assert torch.equal(last.total, loss.total)

@@ -1,0 +1,70 @@
+"""The net and optimisers built once per process (cifar/train_state.py): a
+seed trained on a state reset in place (after a warm-up seed and after
+another seed) ends bit for bit where a freshly built one does, its tensors
+never rebound; a state is not shared across configs."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from support.cifar_data import cifar_dir
+
+from dawnbench_fast.cifar import CifarTask, Config
+from dawnbench_fast.cifar.train_state import TrainState
+
+
+def _config(kernels: str, **kw) -> Config:
+    return Config(subset=300, eval_subset=100, batch_size=100, epochs=2, whiten_images=100, progressive=(24,),
+                  average_every=1, average_from=4, kernels=kernels,
+                  precision="fp32" if kernels == "torch" else "bf16", data_dir=str(cifar_dir()),
+                  download=False, **kw)
+
+
+def _train(task: CifarTask, steps: int) -> dict[str, torch.Tensor]:
+    """``steps`` steps from init; the net's state, the optimisers' buffers and the average."""
+    task.init_model()
+    done = 0
+    for epoch in range(2):
+        for batch in task.epoch_batches(epoch):
+            if done == steps:
+                break
+            task.train_step(*batch)
+            done += 1
+    out = {f"model.{k}": v.clone() for k, v in task.model.state_dict().items()}
+    for i, opt in enumerate(task.optimizers):
+        for j, p in enumerate(opt.state):
+            out[f"opt{i}.{j}"] = opt.state[p]["momentum_buffer"].clone()
+    out.update({f"avg.{i}": a.clone() for i, a in enumerate(task.averager.state_dict() or [])})
+    return out
+
+
+@pytest.mark.parametrize("kernels", ["torch", "cpu"])
+def test_a_reset_state_trains_each_seed_as_a_fresh_build(kernels):
+    base = _config(kernels)
+    data = base.build_task(torch.device("cpu"))  # one placed data set for every task below
+    def task(seed: int, state: TrainState | None = None) -> CifarTask:
+        return CifarTask(dataclasses.replace(base, seed=seed), data.data, data.device, data.backend, state)
+
+    shared = TrainState()
+    _train(task(9999, shared), 2)  # the warm-up's seed, as runner/runs.py does
+    params = [p.data_ptr() for p in shared.model.parameters()]
+    for seed in (0, 1):
+        reset, fresh = _train(task(seed, shared), 5), _train(task(seed), 5)
+        assert reset.keys() == fresh.keys() and any(k.startswith("avg.") for k in reset)
+        for name, want in fresh.items():
+            assert torch.equal(reset[name], want), (seed, name)
+    assert [p.data_ptr() for p in shared.model.parameters()] == params  # reset in place: the same memory
+    other_seed = _train(task(0), 5)["model.head.weight"]
+    assert not torch.equal(reset["model.head.weight"], other_seed)  # the seeds differ
+
+
+def test_a_state_serves_one_config_only():
+    base = _config("torch")
+    data = base.build_task(torch.device("cpu"))
+    shared = TrainState()
+    CifarTask(base, data.data, data.device, data.backend, shared).init_model()
+    other = dataclasses.replace(base, lr_head=0.1)
+    with pytest.raises(ValueError, match="built for another config"):
+        CifarTask(other, data.data, data.device, data.backend, shared).init_model()
