@@ -91,8 +91,8 @@ class CifarTask:
 
     def __init__(self, cfg: Config, data: DeviceData, device: torch.device, backend: str,
                  state: TrainState | None = None):
-        """``state``: the net and optimisers, shared by the tasks of one
-        config's seeds (and its warm-up) so that they are built once per
+        """``state``: the net and optimisers, which the tasks of one config's
+        seeds (and its warm-up) may share so that they are built once per
         process (cifar.train_state); a task of its own by default."""
         self.cfg, self.data, self.device, self.backend = cfg, data, device, backend
         self.state = TrainState() if state is None else state
