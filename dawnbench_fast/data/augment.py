@@ -118,8 +118,8 @@ def augment_params(
     else:
         fl = torch.zeros(idx.shape, dtype=torch.bool, device=idx.device)
     if cutout > 0:
-        cb = keyed_bits(seed, epoch, idx, STREAM_CUTOUT)
-        cx, cy = umod(cb, size - cutout + 1).int(), (shr(cb, 20) % (size - cutout + 1)).int()
+        cb, cut_span = keyed_bits(seed, epoch, idx, STREAM_CUTOUT), size - cutout + 1
+        cx, cy = umod(cb, cut_span).int(), (shr(cb, 20) % cut_span).int()
     else:
         cx = cy = torch.zeros(idx.shape, dtype=torch.int32, device=idx.device)
     return AugmentParams(ox, oy, fl, cx, cy, cutout)

@@ -13,6 +13,7 @@ import torch
 from support.cifar_data import cifar_dir
 from support.host_reads import HostRead, no_host_reads
 
+from dawnbench_fast import dispatch
 from dawnbench_fast.cifar import Config
 
 
@@ -29,6 +30,8 @@ def test_the_trap_catches_each_kind_of_read():
 @pytest.mark.parametrize("kernels", ["torch", "cpu"])
 @pytest.mark.parametrize("mode", ["downsample", "crop"])
 def test_batches_and_steps_read_no_tensor_back(kernels, mode):
+    if kernels == "cpu" and (reason := dispatch.unavailable_reason("cpu", torch.device("cpu"))) is not None:
+        pytest.skip(f"--kernels cpu unavailable here: {reason}")
     base = Config(subset=300, eval_subset=100, batch_size=100, epochs=2, whiten_images=100,
                   progressive=(24,), progressive_mode=mode, cutout=6, brightness=0.1, contrast=0.1,
                   kernels=kernels, precision="bf16" if kernels == "cpu" else "fp32",

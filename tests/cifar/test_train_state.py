@@ -11,6 +11,7 @@ import pytest
 import torch
 from support.cifar_data import cifar_dir
 
+from dawnbench_fast import dispatch
 from dawnbench_fast.cifar import CifarTask, Config
 from dawnbench_fast.cifar.train_state import TrainState
 
@@ -42,6 +43,8 @@ def _train(task: CifarTask, steps: int) -> dict[str, torch.Tensor]:
 
 @pytest.mark.parametrize("kernels", ["torch", "cpu"])
 def test_a_reset_state_trains_each_seed_as_a_fresh_build(kernels):
+    if kernels == "cpu" and (reason := dispatch.unavailable_reason("cpu", torch.device("cpu"))) is not None:
+        pytest.skip(f"--kernels cpu unavailable here: {reason}")
     base = _config(kernels)
     data = base.build_task(torch.device("cpu"))  # one placed data set for every task below
     def task(seed: int, state: TrainState | None = None) -> CifarTask:
