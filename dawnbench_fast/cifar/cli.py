@@ -20,6 +20,7 @@ from dawnbench_fast import dispatch
 from dawnbench_fast.cifar.evaluation import evaluate
 from dawnbench_fast.cifar.recipe import RECIPES, apply_overrides, validate
 from dawnbench_fast.cifar.task import CifarTask, Config, kernel_choices, load_model, save_model
+from dawnbench_fast.cifar.train_state import TrainState
 from dawnbench_fast.config import config_file
 from dawnbench_fast.config.precision import with_resolved_precision
 from dawnbench_fast.csrc import conv_group, conv_group_dgrad
@@ -129,9 +130,10 @@ def recipe(cfg: Config, data: CifarData, device: torch.device, backend: str,
            args: argparse.Namespace) -> Recipe:
     """The recipe as the seed driver (dawnbench_fast.runner.runs) sees it."""
     ds = data.files
+    state = TrainState()  # one net and its optimisers for the warm-up and every seed
     return Recipe(
         entry="dawnbench_fast.cifar", dataset="CIFAR-10", model_name=MODEL_NAME,
-        make_task=lambda cfg: CifarTask(cfg, data.device_data, device, backend),
+        make_task=lambda cfg: CifarTask(cfg, data.device_data, device, backend, state),
         misc=lambda cfg, backend: {
             "optimizer": "Muon (conv filters) + Nesterov SGD (biases, head)",
             "schedule": f"linear decay to 0 over {cfg.epochs} epochs, batch {cfg.batch_size}",

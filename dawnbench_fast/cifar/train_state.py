@@ -9,10 +9,8 @@ each rebinds every parameter and buffer to new memory, which a captured step
 (CUDA graphs replay fixed addresses) and a compiled one (its guards) cannot
 follow. So the tasks of one config can share a :class:`TrainState`: the
 first ``reset`` builds it, each later one writes the seed's initial state
-into the same tensors. (The trainer does not share one yet: with a shared
-state the two-process test, tests/execution/test_distributed_cifar.py, sees
-another first loss on its ranks; until that is understood each task builds
-its own.) The initial weights are drawn exactly as a fresh build draws
+into the same tensors; the command (cifar.cli's ``recipe``) shares one
+between its warm-up and its seeds. The initial weights are drawn exactly as a fresh build draws
 them (the seed, then the net's constructor on the CPU), so a reset run is bit
 for bit a fresh one (tests/cifar/test_train_state.py); the reset is on the
 clock, as the build was.
@@ -118,6 +116,7 @@ class TrainState:
         else:
             # the same draws as a fresh build's, copied into the tensors the step already uses
             self.model.load_state_dict(net_of(cfg).state_dict())
+            self.model.train()  # as built: the warm-up's evaluation left it in eval mode
         self.model.init_first_conv(cfg.first_conv, whiten_x, eps=cfg.whiten_eps)
         if self.built_for is None:
             self.optimizers = build_optimizers(self.model, cfg, layout.whiten_bias_steps, backend,

@@ -26,6 +26,7 @@ def _config(kernels: str, **kw) -> Config:
 def _train(task: CifarTask, steps: int) -> dict[str, torch.Tensor]:
     """``steps`` steps from init; the net's state, the optimisers' buffers and the average."""
     task.init_model()
+    training = all(m.training for m in task.model.modules())
     done = 0
     for epoch in range(2):
         for batch in task.epoch_batches(epoch):
@@ -38,7 +39,7 @@ def _train(task: CifarTask, steps: int) -> dict[str, torch.Tensor]:
         for j, p in enumerate(opt.state):
             out[f"opt{i}.{j}"] = opt.state[p]["momentum_buffer"].clone()
     out.update({f"avg.{i}": a.clone() for i, a in enumerate(task.averager.state_dict() or [])})
-    return out
+    return {**out, "training": training}
 
 
 @pytest.mark.parametrize("kernels", ["torch", "cpu"])
@@ -51,10 +52,14 @@ def test_a_reset_state_trains_each_seed_as_a_fresh_build(kernels):
         return CifarTask(dataclasses.replace(base, seed=seed), data.data, data.device, data.backend, state)
 
     shared = TrainState()
-    _train(task(9999, shared), 2)  # the warm-up's seed, as runner/runs.py does
+    warm = task(9999, shared)  # the warm-up's seed, as runner/runs.py does: it ends evaluating
+    _train(warm, 2)
+    warm.warm_up_evaluation()
+    assert not shared.model.training
     params = [p.data_ptr() for p in shared.model.parameters()]
     for seed in (0, 1):
         reset, fresh = _train(task(seed, shared), 5), _train(task(seed), 5)
+        assert reset.pop("training") and fresh.pop("training")  # reset to train mode, as built
         assert reset.keys() == fresh.keys() and any(k.startswith("avg.") for k in reset)
         for name, want in fresh.items():
             assert torch.equal(reset[name], want), (seed, name)
