@@ -29,13 +29,32 @@ def ns_start(g: torch.Tensor, eps: float = 1e-7) -> tuple[torch.Tensor, bool]:
 
 def newton_schulz(g: torch.Tensor, steps: int = 3, eps: float = 1e-7) -> torch.Tensor:
     """Approximately orthogonalise a 2-D matrix (U V^T of its SVD), in bf16."""
-    a, b, c = NS_COEFFS
     x, transposed = ns_start(g, eps)
+    x = quintic(x, steps)
+    return x.T if transposed else x
+
+
+def quintic(x: torch.Tensor, steps: int) -> torch.Tensor:
+    """``steps`` quintic iterations from the wide, normalised ``x`` ([..., M, N], M <= N)."""
+    a, b, c = NS_COEFFS
     for _ in range(steps):
-        gram = x @ x.T
+        gram = x @ x.mT
         poly = b * gram + c * (gram @ gram)
         x = a * x + poly @ x
-    return x.T if transposed else x
+    return x
+
+
+def newton_schulz_batched(g: torch.Tensor, steps: int = 3, eps: float = 1e-7) -> torch.Tensor:
+    """:func:`newton_schulz` of each matrix of a batch [B, M, N] in one chain
+    of batched products (Muon's banks of one shape on the GPU). Each
+    matrix's own norm; on the CPU the results may differ from the 2-D
+    function's in the last bf16 bit (oneDNN splits a batched product's sums
+    otherwise), which is why the CPU step orthogonalises bank by bank."""
+    x = g.bfloat16()
+    x = x / (x.norm(dim=(-2, -1), keepdim=True) + eps)
+    transposed = x.size(-2) > x.size(-1)
+    x = quintic(x.mT if transposed else x, steps)
+    return x.mT if transposed else x
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

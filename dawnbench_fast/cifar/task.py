@@ -40,7 +40,6 @@ from dawnbench_fast.execution import gpu_defaults
 from dawnbench_fast.execution.distributed import allreduce_grads, average_bn_statistics, world
 from dawnbench_fast.execution.runtime import autocast
 from dawnbench_fast.models.cifar_net import CifarNet
-from dawnbench_fast.optim.schedule import set_linear_decay
 from dawnbench_fast.training import checkpoint
 from dawnbench_fast.training.task import (
     Deployed,
@@ -146,7 +145,7 @@ class CifarTask:
         (``cfg.first_conv``) and fresh optimisers: the shared state reset in
         place, or built on its first use (cifar.train_state)."""
         self.data.prepare()
-        layout = Layout(self.total_steps, self.decay_steps, self.whiten_bias_steps)
+        layout = Layout(self.total_steps, self.decay_steps, self.whiten_bias_steps, self.cfg.lr_floor)
         self.state.reset(self.cfg, layout, self.device, self.backend, self.data.whiten_x)
         state = self.state
         self.model, self.optimizers, self.averager = state.model, state.optimizers, state.averager
@@ -169,6 +168,7 @@ class CifarTask:
         for opt, saved in zip(self.optimizers, state["optimizers"], strict=True):
             opt.load_state_dict(saved)
         self.step = state["step"]
+        self.state.step_t.fill_(self.step)
         if self.pruner is not None:  # its ranking, a copy: the state may be a live one
             self.pruner.sample_loss = state["sample_loss"].to(self.device, copy=True)
         if self.averager is not None:
@@ -176,10 +176,11 @@ class CifarTask:
         torch.set_rng_state(state["torch_rng"])
 
     def learning_rates(self) -> dict[str, float]:
-        """Each parameter group's current learning rate, by name (the epoch log)."""
-        sgd, filters = self.optimizers
-        groups = zip(("whiten_bias", "norm_biases", "head"), sgd.param_groups, strict=True)
-        return {"filters": filters.param_groups[0]["lr"], **{name: g["lr"] for name, g in groups}}
+        """Each parameter group's learning rate at the last step, by name (the
+        epoch log), from the host's copy of the table: nothing read back."""
+        table = self.state.lr_host
+        whiten_bias, norm_biases, head, filters = table[min(max(self.step - 1, 0), len(table) - 1)].tolist()
+        return {"filters": filters, "whiten_bias": whiten_bias, "norm_biases": norm_biases, "head": head}
 
     def epoch_batches(self, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """(indices, augmented images) for each step of ``epoch`` (after init_model).
@@ -223,9 +224,7 @@ class CifarTask:
         loss.backward()
         allreduce_grads(model.parameters(), self.world)  # summed over the ranks (none in one process)
         self.splits.mark("backward")
-        set_linear_decay(self.optimizers, self.step, self.decay_steps, cfg.lr_floor)
-        for opt in self.optimizers:
-            opt.step()
+        self.state.step_optimizers()  # the rates and the renormalisation read at the step's tensor
         model.zero_grad(set_to_none=True)
         self.step += 1
         if self.averager is not None:

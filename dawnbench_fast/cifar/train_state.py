@@ -24,8 +24,12 @@ import torch
 
 from dawnbench_fast import dispatch
 from dawnbench_fast.cifar.recipe import CifarRecipe
+from dawnbench_fast.execution import gpu_defaults
 from dawnbench_fast.models.cifar_net import CifarNet
+from dawnbench_fast.newton_schulz import newton_schulz, newton_schulz_batched
 from dawnbench_fast.optim.muon import Muon
+from dawnbench_fast.optim.schedule import linear_decay_table
+from dawnbench_fast.optim.sgd import NesterovSGD
 from dawnbench_fast.training.weight_average import TailAverage
 
 
@@ -48,13 +52,15 @@ def build_model(cfg: CifarRecipe, device: torch.device, backend: str) -> CifarNe
 
 
 def build_optimizers(model: CifarNet, cfg: CifarRecipe, whiten_bias_steps: int = 0,
-                     backend: str = "torch", total_steps: int = 1) -> list[torch.optim.Optimizer]:
+                     backend: str = "torch", total_steps: int = 1,
+                     compiled: bool = False) -> list[torch.optim.Optimizer]:
     """[Nesterov SGD on biases and head, the filters' optimiser]: Muon on the
     conv filters (a learned first conv's too), or with ``filter_optimizer``
     "sgd" a Nesterov SGD like the other (the lesion of Muon). The whitening
     bias's lr reaches 0 when it freezes (after ``whiten_bias_steps``); Muon's
     renormalisation period grows over the run's ``total_steps`` with
-    ``filter_norm_ramp``."""
+    ``filter_norm_ramp``; ``compiled``: Muon's batched Newton-Schulz is
+    compiled (where the step's forward is)."""
     filters = [p for p in model.parameters() if p.ndim == 4 and p.requires_grad]
     norm_biases = [
         p for n, p in model.named_parameters() if ".norm" in n and p.requires_grad
@@ -66,16 +72,31 @@ def build_optimizers(model: CifarNet, cfg: CifarRecipe, whiten_bias_steps: int =
         dict(params=norm_biases, lr=cfg.lr_bias, weight_decay=wd / cfg.lr_bias),
         dict(params=[model.head.weight], lr=cfg.lr_head, weight_decay=wd / cfg.lr_head),
     ]
-    sgd = torch.optim.SGD(groups, momentum=cfg.sgd_momentum, nesterov=True)
+    sgd = NesterovSGD(groups, momentum=cfg.sgd_momentum)
     if cfg.filter_optimizer == "sgd":
         lr = cfg.lr_filters_sgd
-        return [sgd, torch.optim.SGD(filters, lr=lr, momentum=cfg.sgd_momentum, nesterov=True,
-                                     weight_decay=wd / lr)]
-    muon = Muon(filters, lr=cfg.lr_filters, momentum=cfg.muon_momentum, ns_steps=cfg.ns_steps,
-                orthogonalize=dispatch.get_op("newton_schulz", backend),
-                weight_decay=cfg.muon_weight_decay * cfg.batch_size, norm_every=cfg.filter_norm_every,
-                norm_ramp=cfg.filter_norm_ramp, total_steps=total_steps)
-    return [sgd, muon]
+        return [sgd, NesterovSGD(filters, lr=lr, momentum=cfg.sgd_momentum, weight_decay=wd / lr)]
+    orthogonalize = dispatch.get_op("newton_schulz", backend)
+    # the banks of one shape in one batched chain where that saves launches: on
+    # the GPU, when the op is the PyTorch reference (not a backend's own 2-D kernel)
+    on_gpu = filters[0].device.type == "cuda"
+    batch = gpu_defaults.compiled(newton_schulz_batched) if compiled else newton_schulz_batched
+    return [sgd, Muon(filters, lr=cfg.lr_filters, momentum=cfg.muon_momentum, ns_steps=cfg.ns_steps,
+                      orthogonalize=orthogonalize, weight_decay=cfg.muon_weight_decay * cfg.batch_size,
+                      norm_every=cfg.filter_norm_every, norm_ramp=cfg.filter_norm_ramp,
+                      total_steps=total_steps, batch_banks=on_gpu and orthogonalize is newton_schulz,
+                      orthogonalize_batch=batch)]
+
+
+def optimizer_step(optimizers: list[torch.optim.Optimizer], rates: torch.Tensor, step: torch.Tensor) -> None:
+    """Every optimiser's step at this step's ``rates`` (one per group, the
+    optimisers' groups in order: a row of the learning-rate table) and its
+    number ``step`` (1-based, a tensor: Muon's renormalisation reads it)."""
+    first = 0
+    for opt in optimizers:
+        mine = rates[first:first + len(opt.param_groups)]
+        opt.step(mine, step) if isinstance(opt, Muon) else opt.step(mine)
+        first += len(opt.param_groups)
 
 
 
@@ -87,18 +108,34 @@ class Layout:
     total_steps: int
     decay_steps: int
     whiten_bias_steps: int
+    lr_floor: float = 0.0
 
 
 class TrainState:
     """A recipe's net (on its device, in its layout, with its kernels), its
-    optimisers and its tail average. :meth:`reset` makes it the state a fresh
-    build for ``cfg.seed`` would be."""
+    optimisers, its tail average, the learning-rate table (``lr_table``,
+    float64 [steps + 1, groups] on the device; ``lr_host`` its copy for the
+    logs) and the step counter as a tensor (``step_t``). :meth:`reset` makes
+    it the state a fresh build for ``cfg.seed`` would be."""
 
     def __init__(self) -> None:
         self.model: torch.nn.Module | None = None
         self.optimizers: list[torch.optim.Optimizer] = []
         self.averager: TailAverage | None = None
+        self.lr_host: torch.Tensor | None = None
+        self.lr_table: torch.Tensor | None = None
+        self.step_t: torch.Tensor | None = None
         self.built_for: tuple[str, Layout] | None = None
+
+    def rates(self) -> torch.Tensor:
+        """This step's learning rates, a row of the table read on the device at
+        ``step_t`` (past the table's end its last row: the decay's floor)."""
+        return self.lr_table[self.step_t.clamp(max=len(self.lr_table) - 1)]
+
+    def step_optimizers(self) -> None:
+        """Every optimiser's step at this step's rates; ``step_t`` counts it."""
+        optimizer_step(self.optimizers, self.rates(), self.step_t + 1)
+        self.step_t += 1
 
     def reset(self, cfg: CifarRecipe, layout: Layout, device: torch.device, backend: str,
               whiten_x: torch.Tensor) -> None:
@@ -120,7 +157,12 @@ class TrainState:
         self.model.init_first_conv(cfg.first_conv, whiten_x, eps=cfg.whiten_eps)
         if self.built_for is None:
             self.optimizers = build_optimizers(self.model, cfg, layout.whiten_bias_steps, backend,
-                                               layout.total_steps)
+                                               layout.total_steps,
+                                               gpu_defaults.compile_enabled(cfg.compile, device))
+            self.lr_host = linear_decay_table(self.optimizers, layout.total_steps, layout.decay_steps,
+                                              layout.lr_floor)
+            self.lr_table = self.lr_host.to(device)
+            self.step_t = torch.zeros((), dtype=torch.int64, device=device)
             start = max(1, layout.decay_steps - cfg.average_from)
             self.averager = (TailAverage(self.model, start, cfg.average_every, cfg.average_weight)
                              if cfg.average_every else None)
@@ -128,6 +170,7 @@ class TrainState:
             return
         for opt in self.optimizers:
             zero_state(opt)
+        self.step_t.zero_()
         if self.averager is not None:
             self.averager.load_state_dict(None)
 

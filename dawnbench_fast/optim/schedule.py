@@ -12,18 +12,21 @@ def linear_decay(step: int, total_steps: int, floor: float = 0.0) -> float:
     return max(floor, 1.0 - step / total_steps)
 
 
-def set_linear_decay(optimizers: list[torch.optim.Optimizer], step: int, total_steps: int,
-                     floor: float = 0.0) -> None:
-    """lr = initial_lr x linear_decay(step, horizon, floor) for every group,
-    where the horizon is ``total_steps`` (the decay's length, which may end
-    before the run does), or the group's own ``decay_steps`` if it has one (a
-    parameter trained only for the first steps: it falls to 0, no floor)."""
-    for opt in optimizers:
-        for group in opt.param_groups:
-            group.setdefault("initial_lr", group["lr"])
-            own = group.get("decay_steps")
-            group["lr"] = group["initial_lr"] * (linear_decay(step, own) if own else
-                                                 linear_decay(step, total_steps, floor))
+def linear_decay_table(optimizers: list[torch.optim.Optimizer], steps: int, total_steps: int,
+                       floor: float = 0.0) -> torch.Tensor:
+    """Every group's learning rate (the optimisers' groups in order) at each
+    step 0..``steps``, float64 [steps + 1, groups]: the group's ``lr`` x
+    linear_decay(step, horizon, floor), the horizon ``total_steps`` (the
+    decay's length, which may end before the run does) or the group's own
+    ``decay_steps`` if it has one (a parameter trained only for the first
+    steps: it falls to 0, no floor). The step reads its row on the device
+    (a tensor indexed by the step's tensor), so nothing is written into the
+    groups per step; in float64, so that the rates are the doubles the
+    host computed (a float32 table would round them once more)."""
+    groups = [g for opt in optimizers for g in opt.param_groups]
+    return torch.tensor([[g["lr"] * (linear_decay(step, g["decay_steps"]) if g.get("decay_steps") else
+                                      linear_decay(step, total_steps, floor)) for g in groups]
+                         for step in range(steps + 1)], dtype=torch.float64)
 
 
 def warmup_linear_decay(step: int, warmup_steps: int, total_steps: int, start: float = 1e-4) -> float:

@@ -1,0 +1,65 @@
+"""The optimisers' arithmetic as functions of explicit state: lists of
+tensors in, tensors updated in place, learning rates as tensors on the
+parameters' device. Nothing here reads a device value on the host or loops
+over parameters in Python (foreach ops), so a GPU can capture it and
+``torch.compile(fullgraph=True)`` traces it (tests/optim/test_updates.py).
+
+One formulation differs by device, on purpose. ``params += scale * update``
+with ``scale`` a tensor is, on the CPU, ATen's add with ``alpha``: one fused
+multiply-add per element, the very bits the Python-float learning rates
+gave, so the CPU's trajectories (and its ten-seed record) are unchanged. A
+CUDA ``alpha`` would be read back on the host at every call, so there (and
+wherever ``fma=False`` asks) it is a multiply then an add: a rounding more,
+and nothing read back.
+"""
+
+from __future__ import annotations
+
+import torch
+
+Tensors = list[torch.Tensor]
+
+
+def momentum_buffers(state: dict, params: Tensors) -> Tensors:
+    """Each parameter's momentum buffer in an optimiser's ``state``, made
+    (zeros: a fresh buffer) on first use."""
+    for p in params:
+        if "momentum_buffer" not in state[p]:
+            state[p]["momentum_buffer"] = torch.zeros_like(p)
+    return [state[p]["momentum_buffer"] for p in params]
+
+
+def scaled_add_(params: Tensors, updates: Tensors, scale: torch.Tensor, fma: bool | None = None) -> None:
+    """params[i] += scale * updates[i]; ``scale`` a 0-dim tensor on the params'
+    device. ``fma``: one fused multiply-add (the CPU's default), or a
+    multiply then an add (elsewhere; what a captured graph replays)."""
+    if fma is None:
+        fma = scale.device.type == "cpu"
+    if fma:
+        torch._foreach_add_(params, updates, alpha=scale)
+    else:
+        torch._foreach_add_(params, torch._foreach_mul(updates, scale.to(updates[0].dtype)))
+
+
+def heavy_ball(grads: Tensors, bufs: Tensors, momentum: float) -> Tensors:
+    """Momentum as torch.optim.SGD computes it (dampening 0): each buffer
+    becomes momentum x buffer + grad, and is the update. A zero buffer is a
+    fresh one: its first step takes the grad as it is."""
+    torch._foreach_mul_(bufs, momentum)
+    torch._foreach_add_(bufs, grads)
+    return bufs
+
+
+def nesterov(grads: Tensors, bufs: Tensors, momentum: float) -> Tensors:
+    """Nesterov momentum: the buffers as :func:`heavy_ball` moves them; the
+    update is grad + momentum x buffer."""
+    return torch._foreach_add(grads, heavy_ball(grads, bufs, momentum), alpha=momentum)
+
+
+def sgd_update(params: Tensors, grads: Tensors, bufs: Tensors, neg_lr: torch.Tensor, momentum: float,
+               weight_decay: float, fma: bool | None = None) -> None:
+    """One Nesterov SGD step of torch.optim.SGD's arithmetic (coupled weight
+    decay: grad + weight_decay x param), ``neg_lr`` = -lr as a tensor."""
+    if weight_decay:
+        grads = torch._foreach_add(grads, params, alpha=weight_decay)
+    scaled_add_(params, nesterov(grads, bufs, momentum), neg_lr, fma)

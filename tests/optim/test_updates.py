@@ -1,0 +1,137 @@
+"""The optimisers' step on tensors (optim/updates.py, optim/sgd.py,
+optim/muon.py): on the CPU bit for bit the step it replaced (torch.optim.SGD
+and Muon's per-bank loop with Python-float rates, tests/support/
+optim_reference.py) at the rates of the learning-rate table; the GPU's
+formulation (a multiply then an add, the banks of one shape batched) within
+rounding of it and traced whole by ``torch.compile(fullgraph=True)``."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from support.optim_reference import LoopMuon
+
+from dawnbench_fast.newton_schulz import newton_schulz, newton_schulz_batched
+from dawnbench_fast.optim.muon import Muon, muon_update
+from dawnbench_fast.optim.schedule import linear_decay, linear_decay_table
+from dawnbench_fast.optim.sgd import NesterovSGD
+from dawnbench_fast.optim.updates import momentum_buffers, sgd_update
+
+# conv banks as the CIFAR net has them, three of one shape, and odd sizes
+BANKS = [(16, 3, 3, 3), (24, 16, 3, 3), (24, 24, 3, 3), (24, 24, 3, 3), (24, 24, 3, 3), (7, 24, 3, 3)]
+VECTORS = [(24,), (37,), (10, 24)]
+
+
+def _params(shapes, gen):
+    return [torch.nn.Parameter(torch.randn(s, generator=gen)) for s in shapes]
+
+
+def _grads(params, gen):
+    for p in params:
+        p.grad = torch.randn(p.shape, generator=gen)
+
+
+def test_nesterov_sgd_is_torch_sgd_bit_for_bit_at_the_table_s_rates():
+    gen = torch.Generator().manual_seed(0)
+    ours = _params(VECTORS, gen)
+    theirs = [torch.nn.Parameter(p.detach().clone()) for p in ours]
+    def groups(ps):
+        return [dict(params=[ps[0]], lr=0.3, weight_decay=0.01, decay_steps=3),
+                dict(params=ps[1:], lr=0.07, weight_decay=0.0)]
+    new, old = NesterovSGD(groups(ours), momentum=0.85), torch.optim.SGD(groups(theirs), momentum=0.85,
+                                                                          nesterov=True)
+    table = linear_decay_table([new], 8, 6, floor=0.05)
+    for step in range(8):
+        _grads(ours, gen)
+        for p, q in zip(ours, theirs, strict=True):
+            q.grad = p.grad.clone()
+        for g in old.param_groups:  # set_linear_decay as it was: Python floats written into the groups
+            g.setdefault("initial_lr", g["lr"])
+            own = g.get("decay_steps")
+            g["lr"] = g["initial_lr"] * (linear_decay(step, own) if own else linear_decay(step, 6, 0.05))
+        new.step(table[step])
+        old.step()
+        for p, q in zip(ours, theirs, strict=True):
+            assert torch.equal(p, q), step
+    assert table[7, 0] == 0.0 and table[7, 1] == 0.07 * 0.05
+
+
+@pytest.mark.parametrize("norm_every,norm_ramp,weight_decay", [(1, 0, 0.0), (2, 5, 0.0), (3, 0, 0.02)])
+def test_muon_on_tensors_is_the_per_bank_loop_bit_for_bit(norm_every, norm_ramp, weight_decay):
+    gen = torch.Generator().manual_seed(1)
+    ours = _params(BANKS, gen)
+    theirs = [torch.nn.Parameter(p.detach().clone()) for p in ours]
+    kw = dict(lr=0.2, momentum=0.6, ns_steps=3, weight_decay=weight_decay, norm_every=norm_every,
+              norm_ramp=norm_ramp, total_steps=9)
+    new, old = Muon(ours, **kw), LoopMuon(theirs, **kw)
+    table = linear_decay_table([new], 9, 9)
+    step_t = torch.zeros((), dtype=torch.int64)
+    for step in range(9):
+        _grads(ours, gen)
+        for p, q in zip(ours, theirs, strict=True):
+            q.grad = p.grad.clone()
+        old.param_groups[0]["lr"] = 0.2 * linear_decay(step, 9)
+        new.step(table[step], step_t + 1)
+        step_t += 1
+        old.step()
+        for k, (p, q) in enumerate(zip(ours, theirs, strict=True)):
+            assert torch.equal(p, q), (step, k)
+
+
+@torch.no_grad()
+def test_the_gpu_formulation_stays_within_rounding_and_compiles_whole():
+    """The CUDA path, run here: a multiply then an add, the banks of one
+    shape in one batched chain, every piece traced as one graph."""
+    gen = torch.Generator().manual_seed(2)
+    params = _params(BANKS, gen)
+    _grads(params, gen)
+    grads = [p.grad for p in params]
+    twin = [p.detach().clone() for p in params]
+    lr = torch.tensor(0.2, dtype=torch.float64)
+    renorm = torch.tensor(True)
+    group = dict(momentum=0.6, nesterov=True, ns_steps=3, weight_decay=0.0)
+    muon = Muon(twin, batch_banks=True)
+
+    def gpu_step(ps, gs, bufs, lr, renorm):
+        muon_update(ps, gs, bufs, lr, renorm, group, muon._orthogonalize, fma=False)
+
+    eager = [p.detach().clone() for p in params]
+    muon_update(eager, grads, [torch.zeros_like(p) for p in params], lr, renorm, group,
+                lambda gs, n: [newton_schulz(g.reshape(len(g), -1), n) for g in gs])
+    compiled = torch.compile(gpu_step, fullgraph=True, backend="aot_eager")
+    compiled(twin, grads, [torch.zeros_like(p) for p in params], lr, renorm)
+    for a, b in zip(twin, eager, strict=True):
+        # the same step but for the last bf16 bit of a batched product and one rounding of the add
+        torch.testing.assert_close(a, b, rtol=0, atol=0.2 * 2 ** -7)
+
+    sgd_params = _params(VECTORS, gen)
+    _grads(sgd_params, gen)
+    sgd_twin = [p.detach().clone() for p in sgd_params]
+    state: dict = {p: {} for p in sgd_params}
+    bufs = momentum_buffers(state, sgd_params)
+    sgd = torch.compile(sgd_update, fullgraph=True, backend="aot_eager")
+    sgd(sgd_twin, [p.grad for p in sgd_params], [b.clone() for b in bufs], -lr, 0.85, 0.01, fma=False)
+    sgd_update(sgd_params, [p.grad for p in sgd_params], bufs, -lr, 0.85, 0.01)
+    for a, b in zip(sgd_twin, sgd_params, strict=True):
+        torch.testing.assert_close(a, b.detach(), rtol=2 ** -23, atol=1e-7)
+
+
+@pytest.mark.parametrize("shape", [(3, 24, 216), (2, 37, 11), (4, 64, 576)])
+def test_batched_newton_schulz_is_each_matrix_s(shape):
+    g = torch.randn(shape, generator=torch.Generator().manual_seed(3))
+    poison = torch.full((shape[0], *shape[1:]), float("nan"), dtype=torch.bfloat16)
+    out = newton_schulz_batched(g)
+    assert out.dtype == torch.bfloat16 and out.shape == shape and not torch.equal(out, poison)
+    want = torch.stack([newton_schulz(m) for m in g])
+    torch.testing.assert_close(out.float(), want.float(), rtol=0, atol=2 ** -7)
+
+
+def test_renormalisation_is_read_at_the_step_tensor():
+    p = torch.nn.Parameter(torch.randn(5, 4, 3, 3, generator=torch.Generator().manual_seed(4)))
+    opt = Muon([p], lr=1e-6, norm_every=2, total_steps=6)
+    for step, due in ((1, False), (2, True)):
+        with torch.no_grad():
+            p.mul_(10.0 / p.norm())
+        p.grad = torch.randn(p.shape)
+        opt.step(torch.tensor([1e-6], dtype=torch.float64), torch.tensor(step))
+        assert abs(p.norm().item() - (5 ** 0.5 if due else 10.0)) < 1e-3
