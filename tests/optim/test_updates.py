@@ -135,3 +135,48 @@ def test_renormalisation_is_read_at_the_step_tensor():
         p.grad = torch.randn(p.shape)
         opt.step(torch.tensor([1e-6], dtype=torch.float64), torch.tensor(step))
         assert abs(p.norm().item() - (5 ** 0.5 if due else 10.0)) < 1e-3
+
+
+def test_the_task_s_step_is_the_python_float_step_bit_for_bit():
+    """A few steps of the CIFAR task (the default's levers: the floor and its
+    hold, the renormalisation ramp, the whitening bias's own decay, the
+    average) against the same task stepping torch.optim.SGD and the per-bank
+    Muon at Python-float rates, as the step did before issue 44."""
+    from support.cifar_data import cifar_dir
+
+    from dawnbench_fast.cifar import CifarTask, Config
+
+    cfg = Config(subset=600, eval_subset=100, batch_size=100, epochs=2, whiten_images=100, average_from=4,
+                 precision="fp32", kernels="torch", data_dir=str(cifar_dir()), download=False)
+    base = cfg.build_task(torch.device("cpu"))
+
+    def run(reference: bool) -> dict[str, torch.Tensor]:
+        task = CifarTask(cfg, base.data, base.device, base.backend)
+        task.init_model()
+        if reference:
+            sgd_new, muon_new = task.optimizers
+            groups = [{k: g[k] for k in ("params", "lr", "weight_decay")} for g in sgd_new.param_groups]
+            sgd = torch.optim.SGD(groups, momentum=cfg.sgd_momentum, nesterov=True)
+            g = muon_new.param_groups[0]
+            muon = LoopMuon(g["params"], **{k: g[k] for k in ("lr", "momentum", "ns_steps", "weight_decay",
+                                                               "norm_every", "norm_ramp", "total_steps")})
+            own = [gr.get("decay_steps") for gr in sgd_new.param_groups]
+
+            def old_step() -> None:
+                for opt, owns in ((sgd, own), (muon, [None])):
+                    for group, mine in zip(opt.param_groups, owns, strict=True):
+                        group.setdefault("initial_lr", group["lr"])
+                        group["lr"] = group["initial_lr"] * (
+                            linear_decay(task.step, mine) if mine else
+                            linear_decay(task.step, task.decay_steps, cfg.lr_floor))
+                    opt.step()
+            task.state.step_optimizers = old_step
+        for batch in [b for epoch in range(2) for b in task.epoch_batches(epoch)]:
+            task.train_step(*batch)
+        assert task.step == 12
+        return {**task.model.state_dict(), **{f"avg{i}": a for i, a in enumerate(task.averager.state_dict())}}
+
+    new, old = run(False), run(True)
+    assert new.keys() == old.keys()
+    for name, want in old.items():
+        assert torch.equal(new[name], want), name
