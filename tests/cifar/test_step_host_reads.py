@@ -53,3 +53,24 @@ def test_batches_and_steps_read_no_tensor_back(kernels, mode):
         for idx, x in again.epoch_batches(epoch):
             last = again.train_step(idx, x)
     assert torch.equal(last.total, loss.total)
+
+
+def test_the_forward_and_loss_trace_as_one_graph():
+    """The step's forward and loss under ``torch.compile(fullgraph=True)``: a
+    host read (or anything else that breaks the graph) fails it. The
+    augmentation's and the optimisers' pieces are traced whole in
+    tests/ops/test_augment_hash.py and tests/optim/test_updates.py."""
+    from dawnbench_fast.cifar.task import forward_loss
+
+    cfg = Config(subset=300, eval_subset=100, batch_size=100, epochs=2, whiten_images=100,
+                 widths=(16, 32, 32), kernels="torch", precision="fp32", data_dir=str(cifar_dir()),
+                 download=False)
+    task = cfg.build_task(torch.device("cpu"))
+    task.init_model()
+    idx, x = next(task.epoch_batches(0))
+    y = task.data.train_labels[idx]
+    compiled = torch.compile(forward_loss, fullgraph=True, backend="aot_eager", dynamic=False)
+    for whiten_bias_grad in (True, False):
+        got = compiled(task.model, x, y, whiten_bias_grad, "fp32", cfg.label_smoothing)
+        want = forward_loss(task.model, x, y, whiten_bias_grad, "fp32", cfg.label_smoothing)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4)
