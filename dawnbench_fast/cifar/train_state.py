@@ -30,6 +30,7 @@ from dawnbench_fast.newton_schulz import newton_schulz, newton_schulz_batched
 from dawnbench_fast.optim.muon import Muon
 from dawnbench_fast.optim.schedule import linear_decay_table
 from dawnbench_fast.optim.sgd import NesterovSGD
+from dawnbench_fast.optim.updates import at_step
 from dawnbench_fast.training.weight_average import TailAverage
 
 
@@ -130,7 +131,7 @@ class TrainState:
     def rates(self) -> torch.Tensor:
         """This step's learning rates, a row of the table read on the device at
         ``step_t`` (past the table's end its last row: the decay's floor)."""
-        return self.lr_table[self.step_t.clamp(max=len(self.lr_table) - 1)]
+        return at_step(self.lr_table, self.step_t.clamp(max=len(self.lr_table) - 1))
 
     def step_optimizers(self) -> None:
         """Every optimiser's step at this step's rates; ``step_t`` counts it."""

@@ -28,7 +28,14 @@ import torch
 # The iteration and its shared start live at the op floor (newton_schulz.py),
 # where the Triton kernels read them too; re-exported for existing callers.
 from dawnbench_fast.newton_schulz import NS_COEFFS, newton_schulz, newton_schulz_batched, ns_start
-from dawnbench_fast.optim.updates import heavy_ball, momentum_buffers, nesterov, scaled_add_
+from dawnbench_fast.optim.updates import (
+    at_step,
+    group_rate,
+    heavy_ball,
+    momentum_buffers,
+    nesterov,
+    scaled_add_,
+)
 
 __all__ = ["NS_COEFFS", "Muon", "newton_schulz", "norm_period", "ns_start", "renorm_steps"]
 
@@ -86,15 +93,13 @@ class Muon(torch.optim.Optimizer):
             if not params:
                 continue
             device = params[0].device
-            own = torch.tensor(group["lr"], dtype=torch.float64, device=device) if lrs is None else None
-            group_lr = own if lrs is None else lrs[i]
             if step is None:  # a standalone optimiser counts its own steps
                 group["count"] = group.get("count", 0) + 1
                 renorm = self.renorm_table(i, device, group["count"])[group["count"]]
             else:
-                renorm = self.renorm_table(i, device)[step]
-            muon_update(params, [p.grad for p in params], momentum_buffers(self.state, params), group_lr,
-                        renorm, group, self._orthogonalize)
+                renorm = at_step(self.renorm_table(i, device), step)
+            muon_update(params, [p.grad for p in params], momentum_buffers(self.state, params),
+                        group_rate(lrs, i, group, device), renorm, group, self._orthogonalize)
 
     def _orthogonalize(self, grads: list[torch.Tensor], steps: int) -> list[torch.Tensor]:
         """Each bank's update, the banks of one shape batched with ``batch_banks``."""
@@ -129,7 +134,8 @@ def muon_update(params: list[torch.Tensor], grads: list[torch.Tensor], bufs: lis
                                                              strict=True)]
     scaled_add_(params, updates, -lr, fma)
     if group["weight_decay"]:
-        torch._foreach_mul_(params, 1.0 - lr * group["weight_decay"])
+        # the factor computed in float64, then rounded as a Python float's was
+        torch._foreach_mul_(params, (1.0 - lr * group["weight_decay"]).to(params[0].dtype))
 
 
 def norm_period(step: int, norm_every: int, norm_ramp: int, total_steps: int) -> int:

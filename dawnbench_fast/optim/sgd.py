@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 import torch
 
-from dawnbench_fast.optim.updates import momentum_buffers, sgd_update
+from dawnbench_fast.optim.updates import group_rate, momentum_buffers, sgd_update
 
 
 class NesterovSGD(torch.optim.Optimizer):
@@ -28,7 +28,5 @@ class NesterovSGD(torch.optim.Optimizer):
             params = [p for p in group["params"] if p.grad is not None]
             if not params:
                 continue
-            lr = (torch.tensor(group["lr"], dtype=torch.float64, device=params[0].device) if lrs is None
-                  else lrs[i])
-            sgd_update(params, [p.grad for p in params], momentum_buffers(self.state, params), -lr,
-                       group["momentum"], group["weight_decay"])
+            sgd_update(params, [p.grad for p in params], momentum_buffers(self.state, params),
+                       -group_rate(lrs, i, group, params[0].device), group["momentum"], group["weight_decay"])

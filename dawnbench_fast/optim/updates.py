@@ -20,6 +20,19 @@ import torch
 Tensors = list[torch.Tensor]
 
 
+def at_step(table: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
+    """``table[step]`` for a 0-dim integer tensor ``step``, as an index_select:
+    Python indexing with a 0-dim integer tensor reads it on the host (ATen
+    turns it into a plain select), which on a GPU is a synchronisation."""
+    return table.index_select(0, step.reshape(1))[0]
+
+
+def group_rate(lrs: torch.Tensor | None, i: int, group: dict, device: torch.device) -> torch.Tensor:
+    """Group ``i``'s rate this step: ``lrs[i]`` (a row of the learning-rate
+    table), or the group's own ``lr`` for an optimiser stepped alone."""
+    return lrs[i] if lrs is not None else torch.tensor(group["lr"], dtype=torch.float64, device=device)
+
+
 def momentum_buffers(state: dict, params: Tensors) -> Tensors:
     """Each parameter's momentum buffer in an optimiser's ``state``, made
     (zeros: a fresh buffer) on first use."""
