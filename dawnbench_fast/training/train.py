@@ -411,14 +411,17 @@ def accuracy(predict: Predict,
     5. ``predict`` carries the test-time augmentation, if any. In a torchrun
     job each rank passes its shard of the test set and the counts are summed
     over the ranks (dawnbench_fast.execution.distributed)."""
-    correct = correct5 = total = 0
+    hits, total = None, 0  # [top-1, top-5] counts, kept on the device and read once at the end
     for x, y in batches:
         with nvtx.annotate("eval_batch", domain=NVTX_DOMAIN):  # Nsight names each batch
             logits = predict(x)
-            correct += (logits.argmax(1) == y).sum().item()
+            batch_hits = [(logits.argmax(1) == y).sum()]
             if top5:
                 top = logits.topk(min(5, logits.shape[1]), 1).indices
-                correct5 += (top == y[:, None]).any(1).sum().item()
+                batch_hits.append((top == y[:, None]).any(1).sum())
+            batch_hits = torch.stack(batch_hits)
+            hits = batch_hits if hits is None else hits + batch_hits
         total += len(y)
-    correct, correct5, total = world().sum_counts([correct, correct5, total])
+    counts = [0, 0] if hits is None else [int(v) for v in hits.tolist()] + [0]
+    correct, correct5, total = world().sum_counts([counts[0], counts[1], total])
     return correct / total, (correct5 / total if top5 else None)

@@ -1,0 +1,47 @@
+"""Issue 45's capture plan (cifar/capture_plan.py): the step's graphs counted
+by hand for the default's curriculum, and each configuration the captured
+step cannot serve named with its reason."""
+
+from __future__ import annotations
+
+import torch
+
+from dawnbench_fast.cifar import Config
+from dawnbench_fast.cifar.capture_plan import StepVariant, capture_plan, step_variants
+from dawnbench_fast.training.task import epoch_steps, steps_in
+
+CUDA, CPU = torch.device("cuda"), torch.device("cpu")
+
+
+def test_the_default_s_graphs_against_a_hand_count():
+    cfg = Config()
+    per_epoch = 50_000 // cfg.batch_size  # 32 steps of 1536
+    steps = epoch_steps(cfg.epochs, lambda e: per_epoch)
+    bias = steps_in(cfg.whiten_bias_epochs, per_epoch)
+    assert (per_epoch, steps, bias) == (32, [32] * 9 + [16], 7)  # 9.5 epochs; 0.2 of an epoch, rounded up
+    plan = capture_plan(CUDA, steps, cfg.progressive, 32, bias)
+    assert plan.captured and plan.eager_why == ()
+    # epochs 1-3 at 24 px (the bias trains for the first 7 steps), 4-6 at 28, the rest at 32
+    assert list(plan.variants.items()) == [(StepVariant(24, True), 7), (StepVariant(24, False), 96 - 7),
+                                           (StepVariant(28, False), 96), (StepVariant(32, False), 96 + 16)]
+    assert sum(plan.variants.values()) == sum(steps)
+    assert plan.record()["variants"] == {"24px/whiten-bias": 7, "24px/frozen": 89, "28px/frozen": 96,
+                                         "32px/frozen": 112}
+
+
+def test_a_bias_that_outlives_the_first_side_and_no_curriculum():
+    v = step_variants([3, 3, 2], (20, 24), 32, whiten_bias_steps=4)
+    assert v == {StepVariant(20, True): 3, StepVariant(24, True): 1, StepVariant(24, False): 2,
+                 StepVariant(32, False): 2}
+    assert step_variants([5, 5], (), 32, 0) == {StepVariant(32, False): 10}
+
+
+def test_what_the_captured_step_cannot_serve_is_named():
+    steps = [4, 4]
+    assert not capture_plan(CPU, steps, (), 32, 0).captured
+    assert "GPU only" in capture_plan(CPU, steps, (), 32, 0).eager_why[0]
+    pruned = capture_plan(CUDA, steps, (), 32, 0, prune=0.5)
+    assert not pruned.captured and "--set prune" in pruned.eager_why[0]
+    job = capture_plan(CUDA, steps, (), 32, 0, distributed=True)
+    assert job.record()["captured"] is False and "torchrun" in job.record()["eager_why"][0]
+    assert len(capture_plan(CPU, steps, (), 32, 0, prune=0.5, distributed=True).eager_why) == 3
