@@ -101,6 +101,23 @@ def test_accuracy_latency_and_batched():
     assert lat.top1 == 0.6 and lat.whole_test_set  # the loop's own predictions, scored
 
 
+def test_accuracy_reads_its_counts_back_once(monkeypatch):
+    """The counts stay on the device over the batches (issue 45: an evaluation
+    on the clock that a GPU can run without a synchronisation per batch) and
+    are read once at the end; top-1 and top-5 as a hand count gives them."""
+    gen = torch.Generator().manual_seed(0)
+    x, y = torch.randn(37, 10, generator=gen), torch.randint(0, 10, (37,), generator=gen)
+    want1 = sum(int(x[i].argmax() == y[i]) for i in range(37)) / 37
+    want5 = sum(int(y[i] in x[i].topk(5).indices) for i in range(37)) / 37
+    reads = []
+    for name in ("item", "tolist"):
+        real = getattr(torch.Tensor, name)
+        monkeypatch.setattr(torch.Tensor, name, lambda t, _r=real, _n=name: reads.append(_n) or _r(t))
+    top1, top5 = train.accuracy(lambda v: v, train.batched(x, y, 8), top5=True)  # 5 batches, the last of 5
+    assert (top1, top5) == (want1, want5) and 0 < want1 < want5 < 1
+    assert reads == ["tolist"]
+
+
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])
 def test_a_non_finite_loss_stops_the_run_with_its_step(bad):
     cfg = FakeConfig(epochs=3, steps_per_epoch=3)
