@@ -60,12 +60,25 @@ def stream_key(seed: int, epoch: int, stream: int) -> int:
     return (seed * 1_000_003 + epoch * 8_191 + stream * 131) & _MASK64
 
 
-def keyed_bits(seed: int, epoch: int, indices: torch.Tensor, stream: int) -> torch.Tensor:
+def _key_term(seed: int, epoch: int | torch.Tensor, stream: int) -> int | torch.Tensor:
+    """The stream's key as the finaliser's input adds it: ``key x MIX2 +
+    GOLDEN`` (mod 2**64, as an int64 pattern). With ``epoch`` an int64 tensor
+    (the step's epoch on the device, for a captured step that replays across
+    epochs) the same pattern as a 0-dim tensor: int64 products and sums wrap
+    as the masked Python integers do."""
+    if not isinstance(epoch, torch.Tensor):
+        return _as_int64(stream_key(seed, epoch, stream) * _MIX2 + _GOLDEN)
+    key = epoch.long() * 8_191 + _as_int64(seed * 1_000_003 + stream * 131)
+    return key * _as_int64(_MIX2) + _as_int64(_GOLDEN)
+
+
+def keyed_bits(seed: int, epoch: int | torch.Tensor, indices: torch.Tensor, stream: int) -> torch.Tensor:
     """64 random bits per index (int64 patterns), a pure function of (seed,
     epoch, index, stream): SplitMix64's finaliser of ``index`` under the
     stream's key, elementwise on ``indices``' device, with no host read (a GPU
-    computes it inside the step, capturable)."""
-    x = indices.long() * _as_int64(_GOLDEN) + _as_int64(stream_key(seed, epoch, stream) * _MIX2 + _GOLDEN)
+    computes it inside the step, capturable). ``epoch`` may be a 0-dim int64
+    tensor on that device: the same bits."""
+    x = indices.long() * _as_int64(_GOLDEN) + _key_term(seed, epoch, stream)
     x = (x ^ shr(x, 30)) * _as_int64(_MIX1)
     x = (x ^ shr(x, 27)) * _as_int64(_MIX2)
     return x ^ shr(x, 31)
@@ -92,7 +105,7 @@ class AugmentParams:
 
 def augment_params(
     seed: int,
-    epoch: int,
+    epoch: int | torch.Tensor,
     indices: torch.Tensor | np.ndarray,
     translate: int = 2,
     flip: bool = True,
@@ -106,7 +119,8 @@ def augment_params(
     Alternating flip: an image's flip is random in epoch 0 and inverted every
     other epoch after that, so over any two consecutive epochs each image is
     seen both ways. ``alternate=False``: a fresh coin toss every epoch (the
-    usual random flip; epoch 0's toss is the alternating flip's).
+    usual random flip; epoch 0's toss is the alternating flip's). ``epoch``
+    may be a 0-dim int64 tensor on ``indices``' device (:func:`keyed_bits`).
     """
     idx = torch.as_tensor(indices).long()
     span = 2 * translate + 1
@@ -114,7 +128,12 @@ def augment_params(
     ox, oy = umod(tb, span).int(), (shr(tb, 16) % span).int()
     if flip:  # alternating: epoch 0's toss, inverted in odd epochs; else each epoch's own toss
         toss = (keyed_bits(seed, 0 if alternate else epoch, idx, STREAM_FLIP) & 1).bool()
-        fl = ~toss if alternate and epoch % 2 else toss
+        if not alternate:
+            fl = toss
+        elif isinstance(epoch, torch.Tensor):
+            fl = toss ^ (epoch % 2 == 1)  # inverted in odd epochs, decided on the device
+        else:
+            fl = ~toss if epoch % 2 else toss
     else:
         fl = torch.zeros(idx.shape, dtype=torch.bool, device=idx.device)
     if cutout > 0:
@@ -125,7 +144,7 @@ def augment_params(
     return AugmentParams(ox, oy, fl, cx, cy, cutout)
 
 
-def color_jitter(x: torch.Tensor, seed: int, epoch: int, indices: torch.Tensor | np.ndarray,
+def color_jitter(x: torch.Tensor, seed: int, epoch: int | torch.Tensor, indices: torch.Tensor | np.ndarray,
                  brightness: float, contrast: float) -> torch.Tensor:
     """hiverge's brightness/contrast jitter, in place on a normalised batch:
     image i becomes ``(x_i + b_i) * c_i`` with ``b_i ~ U(-brightness, brightness)``

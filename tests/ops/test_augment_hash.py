@@ -111,3 +111,39 @@ def test_augmentation_compiles_as_one_graph():
     for mode in ("crop", "downsample"):
         compiled = torch.compile(batch, fullgraph=True, backend="eager", dynamic=False)
         assert torch.equal(compiled(idx, torch.tensor(5), mode), batch(idx, torch.tensor(5), mode))
+
+
+@pytest.mark.parametrize("alternate", [True, False])
+def test_the_epoch_as_a_device_tensor_gives_the_same_bits_and_one_graph(alternate):
+    """For a step captured once and replayed across epochs (issue 45) the
+    epoch comes in as an int64 tensor: every stream's bits, the flips (odd
+    epochs inverted on the device) and the jitter are the int epoch's, and a
+    compiled batch traces one graph for every epoch."""
+    rng = np.random.default_rng(7)
+    idx = torch.from_numpy(rng.permutation(50_000)[:37])
+    for epoch in (0, 1, 2, 7, 2**40 + 3):
+        e = torch.tensor(epoch)
+        for stream in range(4):
+            assert torch.equal(A.keyed_bits(11, e, idx, stream), A.keyed_bits(11, epoch, idx, stream))
+        a, b = A.augment_params(11, e, idx, 2, True, 8, alternate=alternate), \
+            A.augment_params(11, epoch, idx, 2, True, 8, alternate=alternate)
+        for field in ("ox", "oy", "flip", "cut_x", "cut_y"):
+            assert torch.equal(getattr(a, field), getattr(b, field)), (epoch, field)
+        x = torch.randn(37, 3, 8, 8)
+        assert torch.equal(A.color_jitter(x.clone(), 11, e, idx, 0.2, 0.1),
+                           A.color_jitter(x.clone(), 11, epoch, idx, 0.2, 0.1))
+    flips = [A.augment_params(11, torch.tensor(k), idx, alternate=alternate).flip for k in (0, 1)]
+    assert torch.equal(flips[1], ~flips[0]) == alternate and flips[0].any() and not flips[0].all()
+
+    graphs = []
+
+    def count(gm, _inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    compiled = torch.compile(lambda e: A.augment_params(11, e, idx, 2, True, 8, alternate=alternate).flip,
+                             fullgraph=True, backend=count, dynamic=False)
+    for epoch in range(4):
+        assert torch.equal(compiled(torch.tensor(epoch)), A.augment_params(11, epoch, idx, 2, True, 8,
+                                                                           alternate=alternate).flip)
+    assert len(graphs) == 1
