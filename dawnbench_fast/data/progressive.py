@@ -36,13 +36,14 @@ def first_epoch_of_each_side(progressive: tuple[int, ...], epochs: int, full: in
     return tuple(sides.index(s) for s in dict.fromkeys(sides))
 
 
-def keyed_crop(x: torch.Tensor, side: int, seed: int, epoch: int, step: int | torch.Tensor) -> torch.Tensor:
+def keyed_crop(x: torch.Tensor, side: int, seed: int, epoch: int | torch.Tensor,
+               step: int | torch.Tensor) -> torch.Tensor:
     """One random ``side`` x ``side`` window of the batch ``x`` (the same for
     all its images, which are already translated one by one), keyed by seed,
     epoch and step through the augmentation's hash (data.augment.keyed_bits,
     its own stream), so that a resumed run crops the same windows. The offsets
     stay on ``x``'s device and the window is gathered there: no host read, and
-    ``step`` may be the step counter's tensor."""
+    ``epoch`` and ``step`` may be tensors there (a captured step's inputs)."""
     if side >= x.shape[-1]:
         return x
     span = x.shape[-1] - side + 1
@@ -65,7 +66,8 @@ def downsample(x: torch.Tensor, side: int) -> torch.Tensor:
     return out.contiguous(memory_format=torch.channels_last)
 
 
-def at_side(x: torch.Tensor, side: int, mode: str, seed: int, epoch: int, step: int) -> torch.Tensor:
+def at_side(x: torch.Tensor, side: int, mode: str, seed: int, epoch: int | torch.Tensor,
+            step: int | torch.Tensor) -> torch.Tensor:
     """The augmented batch ``x`` at the epoch's training side, made as
     ``mode`` says (one of :data:`MODES`)."""
     if mode == "downsample":

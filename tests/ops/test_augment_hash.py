@@ -88,6 +88,7 @@ def test_crop_window_is_keyed_on_the_hash(side):
             assert torch.equal(got, x[..., oy:oy + side, ox:ox + side])
             # the step counter's tensor gives the same window
             assert torch.equal(keyed_crop(x, side, seed, epoch, torch.tensor(step)), got)
+            assert torch.equal(keyed_crop(x, side, seed, torch.tensor(epoch), torch.tensor(step)), got)
     assert keyed_crop(x, 32, 0, 0, 0) is x
 
 
