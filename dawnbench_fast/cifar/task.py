@@ -190,27 +190,40 @@ class CifarTask:
         cfg = self.cfg
         if self.data.padded is None:
             raise RuntimeError("CifarTask.epoch_batches before init_model: init pads the data, on the clock")
-        order = np.random.default_rng([cfg.seed, epoch]).permutation(self.n_train)
+        rows = self.epoch_rows(epoch)
+        side = epoch_side(cfg.progressive, epoch, self.data.side)
+        for i in range(len(rows)):
+            self.splits.start()
+            idx = rows[i]
+            x = self.make_batch(idx, epoch, i, side)
+            self.splits.mark("augment")
+            yield idx, x
+
+    def epoch_rows(self, epoch: int) -> torch.Tensor:
+        """``epoch``'s order on the device, one row (this rank's share of a
+        step's batch) a step: the epoch's one host-to-device copy."""
+        order = np.random.default_rng([self.cfg.seed, epoch]).permutation(self.n_train)
         if self.pruner is not None:
             order = self.pruner.epoch_order(order, epoch)
         steps = len(order) // self.batch
-        # this rank's share of each step's batch, one row a step
-        rows = to_device(order[: steps * self.batch].reshape(steps, self.batch)[:, self.share], self.device)
-        side = epoch_side(cfg.progressive, epoch, self.data.side)
-        for i in range(steps):
-            self.splits.start()
-            idx = rows[i]
-            p = aug.augment_params(cfg.seed, epoch, idx, cfg.translate, cfg.flip, cfg.cutout,
-                                   alternate=cfg.flip_alternating)
-            x = self.augment(self.data.padded, idx, p, self.data.scale, self.data.shift)
-            if cfg.brightness or cfg.contrast:
-                x = aug.color_jitter(x, cfg.seed, epoch, idx, cfg.brightness, cfg.contrast)
-            # a per-image affine jitter and a window commute: the crop after it is the crop before it
-            x = at_side(x, side, cfg.progressive_mode, cfg.seed, epoch, i)
-            if not cfg.channels_last:  # the augmentation writes channels_last; the lesion's step is NCHW
-                x = x.contiguous()
-            self.splits.mark("augment")
-            yield idx, x
+        return to_device(order[: steps * self.batch].reshape(steps, self.batch)[:, self.share], self.device)
+
+    def make_batch(self, idx: torch.Tensor, epoch: int | torch.Tensor, i: int | torch.Tensor,
+                   side: int) -> torch.Tensor:
+        """The augmented batch of images ``idx``, step ``i`` of ``epoch``, at
+        ``side`` px: everything keyed on the device, so ``epoch`` and ``i`` may
+        be tensors there (a captured step's static inputs, cifar.static_step)."""
+        cfg = self.cfg
+        p = aug.augment_params(cfg.seed, epoch, idx, cfg.translate, cfg.flip, cfg.cutout,
+                               alternate=cfg.flip_alternating)
+        x = self.augment(self.data.padded, idx, p, self.data.scale, self.data.shift)
+        if cfg.brightness or cfg.contrast:
+            x = aug.color_jitter(x, cfg.seed, epoch, idx, cfg.brightness, cfg.contrast)
+        # a per-image affine jitter and a window commute: the crop after it is the crop before it
+        x = at_side(x, side, cfg.progressive_mode, cfg.seed, epoch, i)
+        if not cfg.channels_last:  # the augmentation writes channels_last; the lesion's step is NCHW
+            x = x.contiguous()
+        return x
 
     def train_step(self, idx: torch.Tensor, x: torch.Tensor) -> StepLoss:
         cfg, model = self.cfg, self.model
