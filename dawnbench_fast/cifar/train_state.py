@@ -80,13 +80,14 @@ def build_optimizers(model: CifarNet, cfg: CifarRecipe, whiten_bias_steps: int =
     orthogonalize = dispatch.get_op("newton_schulz", backend)
     # the banks of one shape in one batched chain where that saves launches: on
     # the GPU, when the op is the PyTorch reference (not a backend's own 2-D kernel)
-    on_gpu = filters[0].device.type == "cuda"
-    batch = gpu_defaults.compiled(newton_schulz_batched) if compiled else newton_schulz_batched
+    batch_banks = filters[0].device.type == "cuda" and orthogonalize is newton_schulz
+    batch = newton_schulz_batched
+    if compiled and batch_banks:  # compiled only where it runs
+        batch = gpu_defaults.compiled(batch)
     return [sgd, Muon(filters, lr=cfg.lr_filters, momentum=cfg.muon_momentum, ns_steps=cfg.ns_steps,
                       orthogonalize=orthogonalize, weight_decay=cfg.muon_weight_decay * cfg.batch_size,
                       norm_every=cfg.filter_norm_every, norm_ramp=cfg.filter_norm_ramp,
-                      total_steps=total_steps, batch_banks=on_gpu and orthogonalize is newton_schulz,
-                      orthogonalize_batch=batch)]
+                      total_steps=total_steps, batch_banks=batch_banks, orthogonalize_batch=batch)]
 
 
 def optimizer_step(optimizers: list[torch.optim.Optimizer], rates: torch.Tensor, step: torch.Tensor) -> None:

@@ -55,9 +55,12 @@ def umod(x: torch.Tensor, m: int) -> torch.Tensor:
     return ((hi % m) * ((1 << 32) % m) + lo % m) % m
 
 
+_EPOCH_KEY = 8_191  # the epoch's weight in a stream's key
+
+
 def stream_key(seed: int, epoch: int, stream: int) -> int:
     """The hash's key of one random stream of one epoch of a run."""
-    return (seed * 1_000_003 + epoch * 8_191 + stream * 131) & _MASK64
+    return (seed * 1_000_003 + epoch * _EPOCH_KEY + stream * 131) & _MASK64
 
 
 def _key_term(seed: int, epoch: int | torch.Tensor, stream: int) -> int | torch.Tensor:
@@ -68,7 +71,7 @@ def _key_term(seed: int, epoch: int | torch.Tensor, stream: int) -> int | torch.
     as the masked Python integers do."""
     if not isinstance(epoch, torch.Tensor):
         return _as_int64(stream_key(seed, epoch, stream) * _MIX2 + _GOLDEN)
-    key = epoch.long() * 8_191 + _as_int64(seed * 1_000_003 + stream * 131)
+    key = epoch.long() * _EPOCH_KEY + _as_int64(stream_key(seed, 0, stream))
     return key * _as_int64(_MIX2) + _as_int64(_GOLDEN)
 
 

@@ -415,13 +415,12 @@ def accuracy(predict: Predict,
     for x, y in batches:
         with nvtx.annotate("eval_batch", domain=NVTX_DOMAIN):  # Nsight names each batch
             logits = predict(x)
-            batch_hits = [(logits.argmax(1) == y).sum()]
-            if top5:
-                top = logits.topk(min(5, logits.shape[1]), 1).indices
-                batch_hits.append((top == y[:, None]).any(1).sum())
-            batch_hits = torch.stack(batch_hits)
+            hit1 = (logits.argmax(1) == y).sum()
+            hit5 = ((logits.topk(min(5, logits.shape[1]), 1).indices == y[:, None]).any(1).sum() if top5
+                    else torch.zeros_like(hit1))
+            batch_hits = torch.stack([hit1, hit5])
             hits = batch_hits if hits is None else hits + batch_hits
         total += len(y)
-    counts = [0, 0] if hits is None else [int(v) for v in hits.tolist()] + [0]
-    correct, correct5, total = world().sum_counts([counts[0], counts[1], total])
+    correct, correct5 = (0, 0) if hits is None else hits.tolist()
+    correct, correct5, total = world().sum_counts([correct, correct5, total])
     return correct / total, (correct5 / total if top5 else None)
