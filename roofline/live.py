@@ -10,12 +10,16 @@
 
 from __future__ import annotations
 
+import json
 import pathlib
 from collections.abc import Callable
 
+from dawnbench_fast import atomic
 from dawnbench_fast.roofline.capture import Capture
 from dawnbench_fast.roofline.inplace import InplaceCapture
 from dawnbench_fast.roofline.outputs import write_report_set
+from dawnbench_fast.roofline.timeline import Timeline, timeline
+from dawnbench_fast.roofline.trace import load_trace
 
 TIMERS = ("profiler", "inplace")  # how profile_training times the ops
 
@@ -63,4 +67,18 @@ def profile_training(
     peak_device = None if device is None or str(device).startswith("cuda") else str(device)
     rep = cap.report(device=peak_device, peaks_file=peaks_file, steps=steps)
     write_report_set(rep, out)
+    if timer == "profiler":
+        write_timeline(out, steps)
     return out
+
+
+def write_timeline(out: pathlib.Path, steps: int) -> Timeline | None:
+    """The device timeline of ``out``'s trace.json (timeline.py), written
+    beside the report as timeline.json and timeline.txt and printed; None,
+    and nothing written, where the trace holds no device activity."""
+    line = timeline(load_trace(out / "trace.json"), steps)
+    if line is not None:
+        atomic.write_text(out / "timeline.json", json.dumps(line.to_dict(), indent=1))
+        atomic.write_text(out / "timeline.txt", line.text())
+        print(line.text(), end="")
+    return line

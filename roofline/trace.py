@@ -77,6 +77,8 @@ class Trace:
     device_properties: list[dict]
     has_shapes: bool
     timer: str = "profiler"  # how the op times were taken: the profiler, or "inplace" (inplace.py)
+    # calls of the CUDA runtime and driver by name (cudaLaunchKernel, cudaGraphLaunch, ...)
+    runtime_calls: dict[str, int] = field(default_factory=dict)
 
     @property
     def on_gpu(self) -> bool:
@@ -158,6 +160,9 @@ def parse_events(events: list[dict], path: str = "<memory>", device_properties: 
         roots.extend(_nest(ops))
     roots.sort(key=lambda o: o.ts)
     trace = Trace(path, roots, kernels, list(device_properties or []), has_shapes)
+    for e, _ in runtime:
+        name = e.get("name", "?")
+        trace.runtime_calls[name] = trace.runtime_calls.get(name, 0) + 1
     _link_kernels(trace, runtime)
     return trace
 

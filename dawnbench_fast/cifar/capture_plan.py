@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import torch
 
 from dawnbench_fast.data.progressive import epoch_side
+from dawnbench_fast.execution.gpu_defaults import TORCH_GRAPH_MODES
 
 
 @dataclass(frozen=True)
@@ -37,18 +38,27 @@ class StepVariant:
 class CapturePlan:
     """``variants``: each graph the run replays, with how many steps replay
     it, in the order the run first meets them; ``eager_why``: why the run
-    keeps the eager step (empty when it can be captured)."""
+    does not replay graphs (empty when it does); ``static``: whether its
+    steps still take their inputs through static buffers (cifar.static_step:
+    the captured step's body, run eagerly), as ``capture=static`` asks."""
 
     variants: dict[StepVariant, int] = field(default_factory=dict)
     eager_why: tuple[str, ...] = ()
+    static: bool = False
 
     @property
     def captured(self) -> bool:
         return not self.eager_why
 
+    @property
+    def uses_static_step(self) -> bool:
+        """Whether the steps go through the static buffers (captured, or ``static``)."""
+        return self.captured or self.static
+
     def record(self) -> dict:
         """The plan as run.json records it."""
-        return {"captured": self.captured, "eager_why": list(self.eager_why),
+        return {"captured": self.captured, "static_inputs": self.uses_static_step,
+                "eager_why": list(self.eager_why),
                 "variants": {v.name(): n for v, n in self.variants.items()}}
 
 
@@ -67,11 +77,9 @@ def step_variants(epoch_steps: list[int], progressive: tuple[int, ...], full_sid
     return out
 
 
-def eager_reasons(device: torch.device, prune: float, distributed: bool) -> tuple[str, ...]:
-    """Why a run on ``device`` keeps the eager step, one sentence each (none: it can be captured)."""
+def blockers(prune: float, distributed: bool) -> tuple[str, ...]:
+    """What keeps a run on the eager step whatever is asked, one sentence each."""
     why = []
-    if device.type != "cuda":
-        why.append(f"the step runs on {device.type}: CUDA graphs replay on a GPU only")
     if prune:
         why.append("--set prune: the epoch's images are chosen on the host from the last epoch's "
                    "losses, and the step's loss is kept per image")
@@ -81,8 +89,29 @@ def eager_reasons(device: torch.device, prune: float, distributed: bool) -> tupl
     return tuple(why)
 
 
+def eager_reasons(device: torch.device, prune: float, distributed: bool,
+                  choice: str = "auto", compile_mode: str | None = None) -> tuple[str, ...]:
+    """Why a run on ``device`` with ``capture`` = ``choice`` (and torch.compile
+    in ``compile_mode``, None where it does not compile) replays no graph of
+    the whole step, one sentence each (none: it replays them)."""
+    why = list(blockers(prune, distributed))
+    if compile_mode in TORCH_GRAPH_MODES:
+        why.append(f"--set compile_mode={compile_mode}: torch.compile's own CUDA graphs replay the "
+                   "compiled forward and backward instead (the alternative measured against the "
+                   "captured step)")
+    if choice == "off":
+        why.append("--set capture=off: the eager step, as asked")
+    elif choice == "static":
+        why.append("--set capture=static: the captured step's static inputs, run eagerly without graphs")
+    elif device.type != "cuda":
+        why.append(f"the step runs on {device.type}: CUDA graphs replay on a GPU only")
+    return tuple(why)
+
+
 def capture_plan(device: torch.device, epoch_steps: list[int], progressive: tuple[int, ...], full_side: int,
-                 whiten_bias_steps: int, prune: float = 0.0, distributed: bool = False) -> CapturePlan:
+                 whiten_bias_steps: int, prune: float = 0.0, distributed: bool = False,
+                 choice: str = "auto", compile_mode: str | None = None) -> CapturePlan:
     """The run's graphs and whether it may replay them (see the module's doc)."""
+    static = choice == "static" and not blockers(prune, distributed)
     return CapturePlan(step_variants(epoch_steps, progressive, full_side, whiten_bias_steps),
-                       eager_reasons(device, prune, distributed))
+                       eager_reasons(device, prune, distributed, choice, compile_mode), static)

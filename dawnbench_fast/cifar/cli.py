@@ -142,7 +142,8 @@ def recipe(cfg: Config, data: CifarData, device: torch.device, backend: str,
         },
         data={"root": str(ds.root), "layout": ds.layout, "verified_md5": ds.verified},
         save_model=lambda task, cfg, path: save_model(task.model, cfg, path),
-        extra_result=kernel_choices,
+        # the step as run: captured as CUDA graphs or eager, and why (cifar.capture_plan)
+        extra_result=lambda task, backend: {**kernel_choices(backend), "step": task.step_record()},
     )
 
 

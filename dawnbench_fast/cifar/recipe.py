@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from dawnbench_fast.config.overrides import ConfigError, check, common_checks
 from dawnbench_fast.config.overrides import apply_overrides as _apply_overrides
 from dawnbench_fast.data.progressive import MODES
-from dawnbench_fast.execution.gpu_defaults import COMPILE_CHOICES, COMPILE_RULE
+from dawnbench_fast.execution.gpu_defaults import COMPILE_CHOICES, COMPILE_MODES, COMPILE_RULE
 from dawnbench_fast.vocabulary import DGRAD_METHODS, MODEL_ACTIVATIONS, WGRAD_POLICIES
 
 FIRST_CONVS: tuple[str, ...] = ("whitened", "learned", "random")
+CAPTURE_CHOICES: tuple[str, ...] = ("auto", "off", "static")  # the step as CUDA graphs (field capture)
 FILTER_OPTIMIZERS: tuple[str, ...] = ("muon", "sgd")
 
 
@@ -135,6 +136,15 @@ class CifarRecipe:
     # torch.compile of the step's forward and loss (--compile / --no-compile): auto = on
     # CUDA only, as the published GPU records do (dawnbench_fast/execution/gpu_defaults.py), on, off
     compile: str = "auto"
+    # torch.compile's mode where it compiles: auto = max-autotune-no-cudagraphs on CUDA (as the
+    # 2026 record), default elsewhere; reduce-overhead or max-autotune: torch.compile's own
+    # CUDA graphs, measured as the alternative to the captured step (which they then replace)
+    compile_mode: str = "auto"
+    # The training step as CUDA graphs (cifar/static_step.py, cifar/capture_plan.py): auto =
+    # captured where the run allows it (CUDA; not pruning, not torchrun), else the eager step,
+    # with why in run.json; off = the eager step; static = the captured step's static inputs
+    # without graphs (any device: the capture's plumbing, or its cost, measured apart)
+    capture: str = "auto"
     data_dir: str | None = None  # CIFAR-10 folder; None: $DAWNBENCH_DATA, the per-user cache, else download
     download: bool = True  # download the archive (MD5-checked) when no copy is found
     extra: dict = field(default_factory=dict)  # free-form notes kept in run.json
@@ -192,6 +202,8 @@ def validate(cfg: CifarRecipe) -> CifarRecipe:
         (0.0 <= cfg.prune < 1.0, "prune", "must be in [0, 1)"),
         (0.0 < cfg.prune_until <= 1.0, "prune_until", "must be in (0, 1]"),
         (cfg.compile in COMPILE_CHOICES, "compile", COMPILE_RULE),
+        (cfg.capture in CAPTURE_CHOICES, "capture", f"must be {', '.join(CAPTURE_CHOICES)}"),
+        (cfg.compile_mode in COMPILE_MODES, "compile_mode", f"must be {', '.join(COMPILE_MODES)}"),
         (cfg.conv_wgrad in ("env", *WGRAD_POLICIES), "conv_wgrad",
          f"must be env or one of {', '.join(WGRAD_POLICIES)}"),
         (cfg.conv_dgrad in ("env", *DGRAD_METHODS), "conv_dgrad",

@@ -23,9 +23,11 @@ import torch.nn.functional as F
 
 from dawnbench_fast import dispatch
 from dawnbench_fast.cifar import evaluation as cifar_eval
+from dawnbench_fast.cifar.capture_plan import StepVariant, capture_plan
 from dawnbench_fast.cifar.evaluation import evaluate, inference_net
 from dawnbench_fast.cifar.recipe import CifarRecipe, validate
-from dawnbench_fast.cifar.train_state import Layout, TrainState, net_of
+from dawnbench_fast.cifar.static_step import CudaRecorder, StepGraphs, StepKey
+from dawnbench_fast.cifar.train_state import Layout, TrainState, load_state_in_place, net_of
 from dawnbench_fast.cifar.tta import selective_tta_logits
 from dawnbench_fast.config.overrides import ConfigError
 from dawnbench_fast.config.precision import with_resolved_precision
@@ -39,7 +41,7 @@ from dawnbench_fast.data.pruning import EpochPruner
 from dawnbench_fast.execution import gpu_defaults
 from dawnbench_fast.execution.distributed import allreduce_grads, average_bn_statistics, world
 from dawnbench_fast.execution.runtime import autocast
-from dawnbench_fast.models.cifar_net import CifarNet
+from dawnbench_fast.models.cifar_net import CifarNet, FoldedCifarNet
 from dawnbench_fast.training import checkpoint
 from dawnbench_fast.training.task import (
     Deployed,
@@ -124,7 +126,12 @@ class CifarTask:
         self.splits = Splits(enabled=device.type == "cpu")
         self.alternate_whiten_bias = False  # prepare_warm_up: the throwaway warm-up task only
         self.compiled = gpu_defaults.compile_enabled(cfg.compile, device)
-        self.forward_loss = gpu_defaults.compiled(forward_loss) if self.compiled else forward_loss
+        mode = gpu_defaults.compile_mode(cfg.compile_mode, device)
+        self.forward_loss = gpu_defaults.compiled(forward_loss, mode) if self.compiled else forward_loss
+        # the step as CUDA graphs where the run allows it, else why not (run.json's "step")
+        self.plan = capture_plan(device, self.epoch_steps, cfg.progressive, side, self.whiten_bias_steps,
+                                 cfg.prune, self.world.distributed, cfg.capture,
+                                 mode if self.compiled else None)
 
     def prepare_warm_up(self) -> None:
         """Compiled, the step with the whitening bias trained and the step with
@@ -149,7 +156,21 @@ class CifarTask:
         self.state.reset(self.cfg, layout, self.device, self.backend, self.data.whiten_x)
         state = self.state
         self.model, self.optimizers, self.averager = state.model, state.optimizers, state.averager
+        if self.plan.uses_static_step and state.graphs is None:  # built once, with the state
+            state.graphs = StepGraphs(self, self.plan, CudaRecorder() if self.plan.captured else None)
         self.step = 0
+
+    def capture_steps(self) -> None:
+        """The step's graphs, recorded by the warm-up's task after its eager
+        steps (train.warm_up): off the clock, kept by the shared state for
+        every seed (cifar.static_step). Nothing where the plan captures none."""
+        if self.state.graphs is not None:
+            self.state.graphs.capture(self)
+
+    def step_record(self) -> dict:
+        """run.json's ``step``: captured or eager and why, the graphs and their capture time."""
+        graphs = self.state.graphs
+        return graphs.record() if graphs is not None else self.plan.record()
 
     def state_dict(self) -> dict:
         """Model, optimisers, step and RNG state: the run goes on bit for bit
@@ -166,7 +187,7 @@ class CifarTask:
         self.init_model()
         self.model.load_state_dict(state["model"])
         for opt, saved in zip(self.optimizers, state["optimizers"], strict=True):
-            opt.load_state_dict(saved)
+            load_state_in_place(opt, saved)  # where a captured step reads them
         self.step = state["step"]
         self.state.step_t.fill_(self.step)
         if self.pruner is not None:  # its ranking, a copy: the state may be a live one
@@ -193,6 +214,9 @@ class CifarTask:
         rows = self.epoch_rows(epoch)
         side = epoch_side(cfg.progressive, epoch, self.data.side)
         for i in range(len(rows)):
+            if self.plan.uses_static_step:  # the step makes its batch from its static inputs
+                yield rows[i], StepKey(epoch, i, side)
+                continue
             self.splits.start()
             idx = rows[i]
             x = self.make_batch(idx, epoch, i, side)
@@ -209,27 +233,49 @@ class CifarTask:
         return to_device(order[: steps * self.batch].reshape(steps, self.batch)[:, self.share], self.device)
 
     def make_batch(self, idx: torch.Tensor, epoch: int | torch.Tensor, i: int | torch.Tensor,
-                   side: int) -> torch.Tensor:
+                   side: int, seed: int | torch.Tensor | None = None) -> torch.Tensor:
         """The augmented batch of images ``idx``, step ``i`` of ``epoch``, at
-        ``side`` px: everything keyed on the device, so ``epoch`` and ``i`` may
-        be tensors there (a captured step's static inputs, cifar.static_step)."""
+        ``side`` px, for ``seed`` (default: the config's): everything keyed on
+        the device, so ``epoch``, ``i`` and ``seed`` may be tensors there (a
+        captured step's static inputs, cifar.static_step)."""
         cfg = self.cfg
-        p = aug.augment_params(cfg.seed, epoch, idx, cfg.translate, cfg.flip, cfg.cutout,
+        seed = cfg.seed if seed is None else seed
+        p = aug.augment_params(seed, epoch, idx, cfg.translate, cfg.flip, cfg.cutout,
                                alternate=cfg.flip_alternating)
         x = self.augment(self.data.padded, idx, p, self.data.scale, self.data.shift)
         if cfg.brightness or cfg.contrast:
-            x = aug.color_jitter(x, cfg.seed, epoch, idx, cfg.brightness, cfg.contrast)
+            x = aug.color_jitter(x, seed, epoch, idx, cfg.brightness, cfg.contrast)
         # a per-image affine jitter and a window commute: the crop after it is the crop before it
-        x = at_side(x, side, cfg.progressive_mode, cfg.seed, epoch, i)
+        x = at_side(x, side, cfg.progressive_mode, seed, epoch, i)
         if not cfg.channels_last:  # the augmentation writes channels_last; the lesion's step is NCHW
             x = x.contiguous()
         return x
 
-    def train_step(self, idx: torch.Tensor, x: torch.Tensor) -> StepLoss:
-        cfg, model = self.cfg, self.model
+    def train_step(self, idx: torch.Tensor, x: torch.Tensor | StepKey) -> StepLoss:
+        """One step on the augmented batch ``x`` of images ``idx``, or, given a
+        :class:`StepKey` (epoch_batches under a plan with static inputs), the
+        static step: its inputs loaded, its graph replayed (or its body run)."""
         self.splits.start()
-        model.train()
-        loss = self.forward_loss(model, x, self.data.train_labels[idx], self.whiten_bias_grad(),
+        self.model.train()
+        if isinstance(x, StepKey):
+            graphs = self.state.graphs
+            graphs.static.load(idx, x.epoch, x.index, self.cfg.seed)
+            loss = graphs.run(self, StepVariant(x.side, self.whiten_bias_grad()))
+        else:
+            loss = self.device_step(idx, x, self.whiten_bias_grad())
+        self.step += 1
+        if self.averager is not None:  # at steps the host knows, after the step: not in its graph
+            self.averager.after_step(self.step)
+        self.splits.mark("optimizer")
+        return StepLoss(loss, len(idx))
+
+    def device_step(self, idx: torch.Tensor, x: torch.Tensor, whiten_bias_grad: bool) -> torch.Tensor:
+        """The step's device work (what a graph records): forward and loss,
+        backward, the gradients summed over the ranks, both optimisers at the
+        step's rates, the gradients dropped (so that a capture allocates them
+        in its pool). Returns the summed loss, detached."""
+        cfg, model = self.cfg, self.model
+        loss = self.forward_loss(model, x, self.data.train_labels[idx], whiten_bias_grad,
                                  cfg.precision, cfg.label_smoothing, self.pruner is not None)
         if self.pruner is not None:
             loss = self.pruner.loss(idx, loss)
@@ -239,18 +285,20 @@ class CifarTask:
         self.splits.mark("backward")
         self.state.step_optimizers()  # the rates and the renormalisation read at the step's tensor
         model.zero_grad(set_to_none=True)
-        self.step += 1
-        if self.averager is not None:
-            self.averager.after_step(self.step)
-        self.splits.mark("optimizer")
-        return StepLoss(loss.detach(), len(idx))
+        return loss.detach()
 
     def evaluate(self, tta: bool, max_batches: int | None = None) -> Evaluation:
         """Test top-1 with the recipe's TTA views (``cfg.tta_level``) or one view."""
         level = self.cfg.tta_level if tta else 0
         average_bn_statistics(self.model, self.world)  # every rank evaluates the same model
-        acc = evaluate(self.model, self.data, self.cfg, self.device, level, max_batches)
+        acc = evaluate(self.folded(), self.data, self.cfg, self.device, level, max_batches)
         return Evaluation(acc, None, level > 0, f"tta_level {level}")
+
+    def folded(self) -> FoldedCifarNet:
+        """The net with BN folded, into the convs the state keeps for it (one
+        allocation per process: the evaluation on the clock rewrites them)."""
+        self.state.folded = inference_net(self.model, self.state.folded)
+        return self.state.folded
 
     def warm_up_evaluation(self) -> None:
         """Every shape the run's evaluations can meet, run once (train.warm_up's
@@ -259,10 +307,10 @@ class CifarTask:
         ``show_every`` without ``log_eval_tta``), theirs, whose batches are
         larger (no views share the forward)."""
         cfg = self.cfg
-        cifar_eval.warm_up(self.model, self.data, cfg, self.device, cfg.tta_level)
+        cifar_eval.warm_up(self.folded(), self.data, cfg, self.device, cfg.tta_level)
         one_view = cfg.show_every > 0 or (cfg.eval_every > 0 and not cfg.log_eval_tta)
         if one_view and cfg.tta_level > 0:
-            cifar_eval.warm_up(self.model, self.data, cfg, self.device, 0)
+            cifar_eval.warm_up(self.folded(), self.data, cfg, self.device, 0)
 
     @contextmanager
     def predictor(self, tta: bool) -> Iterator[Deployed]:
@@ -270,7 +318,7 @@ class CifarTask:
         and the (evaluated) test set with its labels."""
         level = self.cfg.tta_level if tta else 0
         with torch.no_grad(), autocast(self.cfg.precision, self.device):
-            net = inference_net(self.model)
+            net = self.folded()
             yield Deployed(lambda x: selective_tta_logits(net, x, level, self.cfg.tta_below),
                            self.data.test_x, self.data.test_labels, len(self.data.test_x))
 

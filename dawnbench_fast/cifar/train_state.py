@@ -24,8 +24,9 @@ import torch
 
 from dawnbench_fast import dispatch
 from dawnbench_fast.cifar.recipe import CifarRecipe
+from dawnbench_fast.cifar.static_step import StepGraphs
 from dawnbench_fast.execution import gpu_defaults
-from dawnbench_fast.models.cifar_net import CifarNet
+from dawnbench_fast.models.cifar_net import CifarNet, FoldedCifarNet
 from dawnbench_fast.newton_schulz import newton_schulz, newton_schulz_batched
 from dawnbench_fast.optim.muon import Muon
 from dawnbench_fast.optim.schedule import linear_decay_table
@@ -128,6 +129,11 @@ class TrainState:
         self.lr_table: torch.Tensor | None = None
         self.step_t: torch.Tensor | None = None
         self.built_for: tuple[str, Layout] | None = None
+        # the step's static inputs and graphs (cifar.static_step), made by the first task that
+        # needs them: they read this state's tensors, which every reset keeps in place
+        self.graphs: StepGraphs | None = None
+        # the evaluation's net, its BN folded in place each time (cifar.evaluation)
+        self.folded: FoldedCifarNet | None = None
 
     def rates(self) -> torch.Tensor:
         """This step's learning rates, a row of the table read on the device at
@@ -188,3 +194,18 @@ def zero_state(opt: torch.optim.Optimizer) -> None:
                 state[name].zero_()
             else:
                 del state[name]
+
+
+@torch.no_grad()
+def load_state_in_place(opt: torch.optim.Optimizer, saved: dict) -> None:
+    """``opt.load_state_dict(saved)`` with every state tensor that ``opt``
+    already holds kept where it is, the saved values copied into it: PyTorch's
+    load puts new tensors in the state, and a captured step (CUDA graphs
+    replay fixed addresses) would go on reading the old ones."""
+    kept = {id(p): dict(state) for p, state in opt.state.items()}
+    opt.load_state_dict(saved)
+    for p, state in opt.state.items():
+        old = kept.get(id(p), {})
+        for name, value in state.items():
+            if torch.is_tensor(value) and torch.is_tensor(old.get(name)) and old[name].shape == value.shape:
+                state[name] = old[name].copy_(value)

@@ -11,8 +11,10 @@ with cuDNN autotuning on (dawnbench_fast.execution.gpu_defaults) each new shape 
 on the spot, inside the final evaluation and so on the time-to-accuracy clock
 (and a compiled net would recompile). On CUDA the unsure set is therefore
 padded to one of a few fixed sizes (:func:`bucket_sizes`) and the pad's rows
-dropped, and :func:`warm_up_selective_tta` runs every shape once, in the
-warm-up. In eval mode (BN folded) a row's logits depend on that row alone, so
+dropped, and :func:`warm_up_selective_pass` runs every shape once, in the
+warm-up. The clocked evaluation (:func:`selective_tta_pass`) takes one view
+of the whole test set in a few large batches and reads the unsure set's size
+once, not once a batch. In eval mode (BN folded) a row's logits depend on that row alone, so
 the padding changes no prediction.
 """
 
@@ -138,25 +140,51 @@ def selective_tta_logits(model: torch.nn.Module, x: torch.Tensor, level: int, be
     return first.to(out.dtype).index_copy(0, pick, out)
 
 
+def chunks(n: int, size: int) -> list[slice]:
+    """``range(n)`` in slices of ``size`` (the last one shorter)."""
+    return [slice(i, min(i + size, n)) for i in range(0, n, size)]
+
+
+def selective_tta_pass(model: torch.nn.Module, x: torch.Tensor, level: int, below: float, view_batch: int,
+                       cap: int, pad: bool | None = None) -> torch.Tensor:
+    """:func:`selective_tta_logits` of a whole test set ``x`` as the clocked
+    evaluation runs it: one view of every image in batches of ``view_batch``
+    (a few large forwards), the unsure set found over all of them with one
+    read on the host (its size), then that set's views in batches of at
+    most ``cap`` images, each padded to a :func:`bucket` of ``cap`` where
+    ``pad`` (default: on CUDA). Each row's logits depend on that row alone,
+    so the result is :func:`selective_tta_logits`' on any batching of ``x``
+    (tests/cifar/test_tta_shapes.py compares them)."""
+    if level == 0 or below >= 1.0:  # no unsure set: every view of every image, ``cap`` images a forward
+        return torch.cat([tta_logits(model, x[s], level) for s in chunks(len(x), cap)])
+    with nvtx.annotate("tta_one_view", domain=NVTX_DOMAIN):
+        first = torch.cat([model(x[s]) for s in chunks(len(x), view_batch)])
+    pick = (first.float().softmax(1).amax(1) < below).nonzero().squeeze(1)  # the one read of the pass
+    out = first
+    for s in chunks(len(pick), cap):
+        part = pick[s]
+        size = bucket(len(part), cap) if _padding(x, pad) else len(part)
+        views = _unsure_logits(model, x, first, part, level, size)
+        out = out.to(views.dtype).index_copy_(0, part, views)
+    return out
+
+
 @torch.no_grad()
-def warm_up_selective_tta(model: torch.nn.Module, images: torch.Tensor, batch: int, level: int,
-                          below: float, pad: bool | None = None) -> None:
-    """Run once every input shape that an evaluation of ``images`` in batches
-    of ``batch`` through :func:`selective_tta_logits` (cap ``batch``, ``pad``)
-    can meet, whichever images turn out unsure: its first (full) batch and
-    its last (partial) one as the evaluation runs them, then, padding, the
-    views of an unsure set of each of :func:`bucket_sizes`. cuDNN autotunes
-    each shape here, in the warm-up, not in the evaluation on the clock. The
+def warm_up_selective_pass(model: torch.nn.Module, images: torch.Tensor, level: int, below: float,
+                           view_batch: int, cap: int, pad: bool | None = None) -> None:
+    """Run once every input shape :func:`selective_tta_pass` of ``images``
+    can meet, whichever images turn out unsure: the one-view batches (a full
+    one and the partial last one), then the views of an unsure set of each
+    size it may take: with padding each bucket of ``cap``, without it the
+    full ``cap`` (the sizes below it are the data's, autotuned nowhere). The
     caller's autocast applies."""
-    batches = [images[:batch]]
-    if len(images) > batch and len(images) % batch:  # a partial last batch: a shape of its own
-        batches.append(images[len(images) // batch * batch:])
-    for x in batches:
-        selective_tta_logits(model, x, level, below, batch, pad)
-    full = batches[0]
-    if level == 0 or below >= 1.0 or not _padding(full, pad):
-        return  # no unsure set (every view for every image), or its shapes are the data's
-    first = model(full)
-    for size in bucket_sizes(batch):
-        pick = torch.arange(min(size, len(full)), device=full.device)  # stands in for the unsure
-        _unsure_logits(model, full, first, pick, level, size)
+    if level == 0 or below >= 1.0:
+        for n in {len(images[s]) for s in chunks(len(images), cap)}:
+            tta_logits(model, images[:n], level)
+        return
+    for n in {len(images[s]) for s in chunks(len(images), view_batch)}:
+        model(images[:n])
+    first = model(images[:cap])
+    for size in (bucket_sizes(cap) if _padding(images, pad) else (min(cap, len(images)),)):
+        pick = torch.arange(min(size, len(first)), device=images.device)  # stands in for the unsure
+        _unsure_logits(model, images, first, pick, level, size if _padding(images, pad) else len(pick))

@@ -55,32 +55,36 @@ def umod(x: torch.Tensor, m: int) -> torch.Tensor:
     return ((hi % m) * ((1 << 32) % m) + lo % m) % m
 
 
-_EPOCH_KEY = 8_191  # the epoch's weight in a stream's key
+_SEED_KEY, _EPOCH_KEY = 1_000_003, 8_191  # the seed's and the epoch's weights in a stream's key
 
 
 def stream_key(seed: int, epoch: int, stream: int) -> int:
     """The hash's key of one random stream of one epoch of a run."""
-    return (seed * 1_000_003 + epoch * _EPOCH_KEY + stream * 131) & _MASK64
+    return (seed * _SEED_KEY + epoch * _EPOCH_KEY + stream * 131) & _MASK64
 
 
-def _key_term(seed: int, epoch: int | torch.Tensor, stream: int) -> int | torch.Tensor:
+def _key_term(seed: int | torch.Tensor, epoch: int | torch.Tensor, stream: int) -> int | torch.Tensor:
     """The stream's key as the finaliser's input adds it: ``key x MIX2 +
-    GOLDEN`` (mod 2**64, as an int64 pattern). With ``epoch`` an int64 tensor
-    (the step's epoch on the device, for a captured step that replays across
-    epochs) the same pattern as a 0-dim tensor: int64 products and sums wrap
-    as the masked Python integers do."""
-    if not isinstance(epoch, torch.Tensor):
+    GOLDEN`` (mod 2**64, as an int64 pattern). With ``seed`` or ``epoch`` an
+    int64 tensor (a captured step's inputs on the device: one graph replays
+    across epochs and seeds) the same pattern as a 0-dim tensor: int64
+    products and sums wrap as the masked Python integers do."""
+    if not isinstance(seed, torch.Tensor) and not isinstance(epoch, torch.Tensor):
         return _as_int64(stream_key(seed, epoch, stream) * _MIX2 + _GOLDEN)
-    key = epoch.long() * _EPOCH_KEY + _as_int64(stream_key(seed, 0, stream))
+    key = _as_int64(stream_key(0, 0, stream))
+    for value, weight in ((seed, _SEED_KEY), (epoch, _EPOCH_KEY)):
+        key = (value.long() * weight if isinstance(value, torch.Tensor)
+               else _as_int64(value * weight)) + key
     return key * _as_int64(_MIX2) + _as_int64(_GOLDEN)
 
 
-def keyed_bits(seed: int, epoch: int | torch.Tensor, indices: torch.Tensor, stream: int) -> torch.Tensor:
+def keyed_bits(seed: int | torch.Tensor, epoch: int | torch.Tensor, indices: torch.Tensor,
+               stream: int) -> torch.Tensor:
     """64 random bits per index (int64 patterns), a pure function of (seed,
     epoch, index, stream): SplitMix64's finaliser of ``index`` under the
     stream's key, elementwise on ``indices``' device, with no host read (a GPU
-    computes it inside the step, capturable). ``epoch`` may be a 0-dim int64
-    tensor on that device: the same bits."""
+    computes it inside the step, capturable). ``seed`` and ``epoch`` may be
+    0-dim int64 tensors on that device: the same bits."""
     x = indices.long() * _as_int64(_GOLDEN) + _key_term(seed, epoch, stream)
     x = (x ^ shr(x, 30)) * _as_int64(_MIX1)
     x = (x ^ shr(x, 27)) * _as_int64(_MIX2)
@@ -107,7 +111,7 @@ class AugmentParams:
 
 
 def augment_params(
-    seed: int,
+    seed: int | torch.Tensor,
     epoch: int | torch.Tensor,
     indices: torch.Tensor | np.ndarray,
     translate: int = 2,
@@ -147,7 +151,8 @@ def augment_params(
     return AugmentParams(ox, oy, fl, cx, cy, cutout)
 
 
-def color_jitter(x: torch.Tensor, seed: int, epoch: int | torch.Tensor, indices: torch.Tensor | np.ndarray,
+def color_jitter(x: torch.Tensor, seed: int | torch.Tensor, epoch: int | torch.Tensor,
+                 indices: torch.Tensor | np.ndarray,
                  brightness: float, contrast: float) -> torch.Tensor:
     """hiverge's brightness/contrast jitter, in place on a normalised batch:
     image i becomes ``(x_i + b_i) * c_i`` with ``b_i ~ U(-brightness, brightness)``

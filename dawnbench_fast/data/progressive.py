@@ -36,7 +36,7 @@ def first_epoch_of_each_side(progressive: tuple[int, ...], epochs: int, full: in
     return tuple(sides.index(s) for s in dict.fromkeys(sides))
 
 
-def keyed_crop(x: torch.Tensor, side: int, seed: int, epoch: int | torch.Tensor,
+def keyed_crop(x: torch.Tensor, side: int, seed: int | torch.Tensor, epoch: int | torch.Tensor,
                step: int | torch.Tensor) -> torch.Tensor:
     """One random ``side`` x ``side`` window of the batch ``x`` (the same for
     all its images, which are already translated one by one), keyed by seed,
@@ -66,7 +66,7 @@ def downsample(x: torch.Tensor, side: int) -> torch.Tensor:
     return out.contiguous(memory_format=torch.channels_last)
 
 
-def at_side(x: torch.Tensor, side: int, mode: str, seed: int, epoch: int | torch.Tensor,
+def at_side(x: torch.Tensor, side: int, mode: str, seed: int | torch.Tensor, epoch: int | torch.Tensor,
             step: int | torch.Tensor) -> torch.Tensor:
     """The augmented batch ``x`` at the epoch's training side, made as
     ``mode`` says (one of :data:`MODES`)."""

@@ -31,7 +31,15 @@ COMPILE_CHOICES = ("auto", "on", "off")
 COMPILE_RULE = "must be auto, on or off (auto: on CUDA only; --compile / --no-compile)"
 # torch.compile's backend; tests swap in "eager" (Dynamo's capture without code generation).
 COMPILE_BACKEND = "inductor"
-_COMPILED: dict[tuple[Callable[..., Any], str], Callable[..., Any]] = {}
+_COMPILED: dict[tuple[Callable[..., Any], Any, str], Callable[..., Any]] = {}
+# torch.compile's modes (Inductor's). auto: on CUDA the 2026 CIFAR record's
+# "max-autotune-no-cudagraphs" (Triton templates autotuned in the warm-up, and
+# no CUDA graphs of Inductor's own: the CIFAR step captures the whole step
+# itself, cifar/static_step.py); elsewhere Inductor's default. "reduce-overhead"
+# and "max-autotune" are torch.compile's own CUDA-graph modes: the alternative
+# to the whole-step capture, which they then replace (cifar/capture_plan.py).
+COMPILE_MODES = ("auto", "default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune")
+TORCH_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 
 
 def check_compile(choice: str) -> None:
@@ -47,8 +55,18 @@ def compile_enabled(choice: str, device: torch.device) -> bool:
     return choice == "on" or (choice == "auto" and device.type == "cuda")
 
 
-def compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``torch.compile(fn)``, one per function and backend for the whole process.
+def compile_mode(choice: str, device: torch.device) -> str:
+    """The torch.compile mode a run with ``compile_mode`` = ``choice`` uses on ``device``."""
+    if choice not in COMPILE_MODES:
+        raise ConfigError(f"--set compile_mode={choice}: must be one of {', '.join(COMPILE_MODES)}")
+    if choice == "auto":
+        return "max-autotune-no-cudagraphs" if device.type == "cuda" else "default"
+    return choice
+
+
+def compiled(fn: Callable[..., Any], mode: str = "default") -> Callable[..., Any]:
+    """``torch.compile(fn, mode=mode)``, one per function, mode and backend
+    for the whole process.
 
     Dynamo keeps its compiled graphs per compiled function (and guards them
     on the inputs' shapes, dtypes and the module's structure, not on which
@@ -56,10 +74,12 @@ def compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
     model share the graphs only if they share this wrapper. ``dynamic=False``:
     every shape the run meets (one per training resolution) is compiled for
     itself in the warm-up, rather than recompiled as a dynamic-shape graph
-    inside the clock when a second shape appears."""
-    key = (fn, COMPILE_BACKEND)
+    inside the clock when a second shape appears. ``mode`` is Inductor's
+    (:data:`COMPILE_MODES` less auto); another backend (tests) takes none."""
+    key = (fn, COMPILE_BACKEND, mode)
     if key not in _COMPILED:
-        _COMPILED[key] = torch.compile(fn, backend=COMPILE_BACKEND, dynamic=False)
+        options = {"mode": mode} if COMPILE_BACKEND == "inductor" and mode != "default" else {}
+        _COMPILED[key] = torch.compile(fn, backend=COMPILE_BACKEND, dynamic=False, **options)
     return _COMPILED[key]
 
 
@@ -77,6 +97,8 @@ def execution_record(device: torch.device, cfg: Any) -> dict[str, object]:
         "compile": compile_enabled(choice, device),
         "compile_choice": choice,
         "compile_backend": COMPILE_BACKEND if compile_enabled(choice, device) else None,
+        "compile_mode": (compile_mode(getattr(cfg, "compile_mode", "auto"), device)
+                         if compile_enabled(choice, device) else None),
         "cudnn_benchmark": bool(device.type == "cuda" and torch.backends.cudnn.benchmark),
         "clock": "cuda_events" if device.type == "cuda" else "host",
     }

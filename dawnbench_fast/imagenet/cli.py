@@ -112,7 +112,7 @@ def recipe(cfg: Config, data: ImageNetData, device: torch.device, backend: str,
         },
         data={"root": str(data.root), "train_images": len(data.train), "val_images": len(data.val),
               "classes": data.classes, "decoder": cfg.decoder, "top5_k": min(5, data.classes)},
-        extra_result=lambda backend: {"loader_preflight": data.preflight},
+        extra_result=lambda task, backend: {"loader_preflight": data.preflight},
         save_model=lambda task, cfg, path: save_model(task.net, cfg, path, data.classes),
         target_metric="top5", ops=[],
     )

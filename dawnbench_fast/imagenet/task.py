@@ -289,6 +289,9 @@ class ImageNetTask:
         clock) for the pre-flight."""
         self.step_times = []
 
+    def capture_steps(self) -> None:
+        """Nothing captured: ImageNet's step is compiled, not replayed as a graph."""
+
     def warm_up_evaluation(self) -> None:
         """The warm-up's evaluation batch, then the loader's pre-flight
         (preflight.py) unless ``preflight_seconds`` is 0."""

@@ -126,17 +126,23 @@ def macs_per_image(model: CifarNet, hw: int = 32) -> int:
     return total
 
 
-def _fold(conv: nn.Conv2d, bn: nn.BatchNorm2d) -> nn.Conv2d:
-    """conv followed by eval-mode BN as one conv with bias. Valid across the
-    max-pool between them too: BN's per-channel scale is positive (frozen
-    weight 1), and max-pool commutes with a positive affine map. Checked on
-    the device (a RuntimeError where it fails), so folding on the clock reads
-    nothing back on the host."""
+def _folded(conv: nn.Conv2d, bn: nn.BatchNorm2d) -> tuple[torch.Tensor, torch.Tensor]:
+    """The weight and bias of conv followed by eval-mode BN as one conv.
+    Valid across the max-pool between them too: BN's per-channel scale is
+    positive (frozen weight 1), and max-pool commutes with a positive affine
+    map. Checked on the device (a RuntimeError where it fails), so folding
+    on the clock reads nothing back on the host."""
     scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)
     torch._assert_async((scale > 0).all(), "BN folding across max-pool needs positive BN scales")
+    return conv.weight * scale[:, None, None, None], bn.bias - bn.running_mean * scale
+
+
+def _fold(conv: nn.Conv2d, bn: nn.BatchNorm2d) -> nn.Conv2d:
+    """conv followed by eval-mode BN as one new conv with bias (:func:`_folded`)."""
+    weight, bias = _folded(conv, bn)
     fused = nn.Conv2d(conv.in_channels, conv.out_channels, 3, padding=1, bias=True)
-    fused.weight.data = (conv.weight * scale[:, None, None, None]).detach().clone()
-    fused.bias.data = (bn.bias - bn.running_mean * scale).detach().clone()
+    fused.weight.data = weight.detach().clone()
+    fused.bias.data = bias.detach().clone()
     return fused.to(conv.weight.device)
 
 
@@ -146,6 +152,8 @@ class FoldedCifarNet(nn.Module):
 
     def __init__(self, model: CifarNet):
         super().__init__()
+        # the net it was folded from (not a submodule: its parameters are not this net's)
+        self.__dict__["source"] = model
         self.whiten = model.whiten
         self.act, self.whiten_act = model.act, model.whiten_act
         self.convs = nn.ModuleList()
@@ -160,6 +168,18 @@ class FoldedCifarNet(nn.Module):
         # them here froze the head of a run evaluated mid-training.
         self.eval()
         self.convs.requires_grad_(False)
+
+    @torch.no_grad()
+    def refold(self, model: CifarNet) -> FoldedCifarNet:
+        """Fold ``model``'s current weights and BN statistics into this net's
+        convs in place (the same tensors: a preallocated evaluation, nothing
+        read back on the host); returns self, in eval mode."""
+        pairs = [p for g in model.groups for p in ((g.conv1, g.norm1), (g.conv2, g.norm2))]
+        for fused, (conv, bn) in zip(self.convs, pairs, strict=True):
+            weight, bias = _folded(conv, bn)
+            fused.weight.copy_(weight)
+            fused.bias.copy_(bias)
+        return self.eval()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         act = activation(self.act).fn

@@ -299,11 +299,22 @@ def report_text(runs: list[dict], cfg: Any, cost_per_hour: float | None, hardwar
                    rows)]
     if gpu and gpu.get("nvml"):
         lines.insert(1, gpu_line(gpu))
+    if runs and runs[0].get("step"):
+        lines.insert(1, step_line(runs[0]["step"]))
     lines += _outcome_lines(runs, cost_per_hour)
     lines.append("\nwhere the time goes (mean seconds per run; the clock = init + train + eval):")
     lines.append(table(["phase", "seconds"],
                        [[k, f"{mean_std(v)[0]:.2f}"] for k, v in phase_seconds(runs).items()]))
     return "\n".join(lines)
+
+
+def step_line(step: dict) -> str:
+    """How the training step ran (run.json's ``step``): captured, or eager and why."""
+    if step["captured"]:
+        return (f"step: replayed as {len(step.get('graphs') or step['variants'])} CUDA graph(s) "
+                f"({', '.join(step['variants'])}), captured in the warm-up in "
+                f"{step.get('capture_seconds', 0.0):.2f} s")
+    return "step: eager (not captured: " + "; ".join(step["eager_why"]) + ")"
 
 
 def _outcome_lines(runs: list[dict], cost_per_hour: float | None) -> list[str]:

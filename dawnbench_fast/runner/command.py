@@ -21,9 +21,9 @@ import torch
 from dawnbench_fast.config import fields
 from dawnbench_fast.execution.distributed import World
 from dawnbench_fast.runner import cli
-from dawnbench_fast.runner.runs import Recipe, check_resumed_records, profile_steps, run_seeds
+from dawnbench_fast.runner.runs import Recipe, check_resumed_records, profile_steps, run_seeds, warm_up_config
 from dawnbench_fast.training.task import Task
-from dawnbench_fast.training.train import Phases
+from dawnbench_fast.training.train import Phases, warm_up
 
 
 @dataclass(frozen=True)
@@ -62,11 +62,30 @@ def run(command: TaskCommand, args: argparse.Namespace) -> int:
     with phases.timed("data_load"):
         data = command.load_data(cfg, device, w)
     if args.profile_steps:
-        # the roofline counts ops, which a compiled region hides: eager unless --compile was asked for
-        prof_cfg = dataclasses.replace(cfg, compile="off") if cfg.compile == "auto" else cfg
-        report_dir = profile_steps(command.make_task(prof_cfg, data, device, backend), args.profile_steps,
-                                   Path(args.out) / "profile", args.profile_timer)
+        task, warm = profiled_task(command, cfg, data, device, backend, args)
+        report_dir = profile_steps(task, args.profile_steps, Path(args.out) / "profile", args.profile_timer,
+                                   warm)
         print(f"roofline report written to {report_dir}/")
         return 0
     return run_seeds(command.recipe(cfg, data, device, backend, args), cfg, args, device, backend,
                      phases.seconds["data_load"])
+
+
+def profiled_task(command: TaskCommand, cfg: Any, data: Any, device: torch.device, backend: str,
+                  args: argparse.Namespace) -> tuple[Any, Callable[[], None] | None]:
+    """The task ``--profile-steps`` profiles, and the warm-up to run first.
+
+    On CUDA, the step the trainer times: compiled and (CIFAR) replayed as
+    CUDA graphs, after the trainer's own warm-up on a task that shares its
+    state (the graphs are captured there). Its kernels are launched by the
+    graphs, not by ops, so the report's per-op FLOPs stay unlinked; the
+    device timeline (roofline/timeline.py) gives its kernel time, idle time,
+    launches and each kernel's share. ``--set capture=off --no-compile``
+    profiles the eager step op by op instead. On the CPU, the eager step:
+    the roofline counts ops, which a compiled region hides, so compile stays
+    off unless asked for."""
+    if device.type == "cuda":
+        recipe = command.recipe(cfg, data, device, backend, args)
+        return recipe.make_task(cfg), lambda: warm_up(recipe.make_task(warm_up_config(cfg)))
+    prof_cfg = dataclasses.replace(cfg, compile="off") if cfg.compile == "auto" else cfg
+    return command.make_task(prof_cfg, data, device, backend), None

@@ -54,7 +54,8 @@ class Recipe:
     misc: Callable[[Any, str], dict]  # (config, backend) -> training JSON misc notes
     data: dict  # run.json "data": where the dataset came from
     save_model: Callable[[Task, Any, Path], None]  # --save-model
-    extra_result: Callable[[str], dict] = field(default=lambda backend: {})  # recipe's result keys
+    # the recipe's own result keys, from the trained task and the backend
+    extra_result: Callable[[Task, str], dict] = field(default=lambda task, backend: {})
     target_metric: str = "top1"  # the accuracy compared with the target: "top1" or "top5" (ImageNet)
     ops: list[str] | None = None  # the catalogued ops the recipe uses (run.json's ops; None: all)
 
@@ -311,7 +312,7 @@ def write_outputs(ctx: _Context, cfg: Any, run_dir: Path, task: Task, result: Lo
     return bench.run_summary(
         seed=cfg.seed, result=result, cost_per_hour=a.cost_per_hour, inference=entry,
         inference_cost_per_image=inf_cost, phases=phases.seconds, splits=task.splits.seconds,
-        extra={"target_metric": recipe.target_metric, **recipe.extra_result(ctx.backend)})
+        extra={"target_metric": recipe.target_metric, **recipe.extra_result(task, ctx.backend)})
 
 
 @dataclass
@@ -397,14 +398,19 @@ def inference(task: Task, result: LoopResult, args: argparse.Namespace, phases: 
     return entry
 
 
-def profile_steps(task: Task, steps: int, out: Path, timer: str = "auto") -> Path:
-    """Profile ``steps`` training steps of ``task`` (after its model init) and
-    write the roofline report set into ``out``; returns the report folder.
+def profile_steps(task: Task, steps: int, out: Path, timer: str = "auto",
+                  warm: Callable[[], None] | None = None) -> Path:
+    """Profile ``steps`` training steps of ``task`` (after ``warm``, the
+    trainer's warm-up where given, and its model init) and write the roofline
+    report set into ``out`` (with the device timeline where the trace has
+    device activity: roofline/timeline.py); returns the report folder.
     ``timer``: inplace, profiler, or auto (inplace on the CPU: the profiler
     changed some CPU ops' times 2-3x, roofline/inplace.py)."""
     from dawnbench_fast import roofline
     if timer == "auto":
         timer = "profiler" if task.device.type == "cuda" else "inplace"
+    if warm is not None:
+        warm()
     task.init_model()
     batches = batches_forever(task)
     # in place, two warm-up steps: the kept heap settles within a few (runtime.keep_freed_memory)

@@ -153,6 +153,12 @@ class Task(Protocol):
         what a pre-flight needs (ImageNet's step times). Most tasks: nothing."""
         ...
 
+    def capture_steps(self) -> None:
+        """Called on the warm-up's task after its steps: record what the run
+        replays (CIFAR's step as CUDA graphs, kept for every seed). Most
+        tasks: nothing."""
+        ...
+
     def warm_up_evaluation(self) -> None:
         """Every shape the run's evaluations can meet, run once (at least one
         batch of ``evaluate(tta=True)``)."""

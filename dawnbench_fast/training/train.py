@@ -310,11 +310,13 @@ def _raise_if_diverged(first_bad: torch.Tensor, loss: StepLoss | None) -> None:
 
 def warm_up(task: Task) -> None:
     """A throwaway task (a seed of its own) runs two steps of each of its
-    ``warm_up_epochs`` (one per shape its steps take) and its
-    ``warm_up_evaluation``, so that one-off costs (kernel selection, JIT
-    compilation, allocator growth) stay out of the clock; ``prepare_warm_up``
-    first (the Task protocol says what each is for). Its weights are
-    discarded: the run's own ``init_model`` starts afresh from its seed."""
+    ``warm_up_epochs`` (one per shape its steps take), records what its run
+    replays (``capture_steps``) and runs its ``warm_up_evaluation``, so that
+    one-off costs (kernel selection, JIT compilation, graph capture,
+    allocator growth) stay out of the clock; ``prepare_warm_up`` first (the
+    Task protocol says what each is for). Its weights are discarded: the
+    run's own ``init_model`` starts afresh from its seed (the state it
+    shares is reset in place, its graphs kept)."""
     task.init_model()
     task.prepare_warm_up()
     for epoch in task.warm_up_epochs:
@@ -322,6 +324,7 @@ def warm_up(task: Task) -> None:
             task.train_step(*batch)
             if k == 1:
                 break
+    task.capture_steps()  # after the steps that compiled and autotuned each shape
     task.warm_up_evaluation()
 
 

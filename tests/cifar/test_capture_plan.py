@@ -45,3 +45,37 @@ def test_what_the_captured_step_cannot_serve_is_named():
     job = capture_plan(CUDA, steps, (), 32, 0, distributed=True)
     assert job.record()["captured"] is False and "torchrun" in job.record()["eager_why"][0]
     assert len(capture_plan(CPU, steps, (), 32, 0, prune=0.5, distributed=True).eager_why) == 3
+
+
+def test_the_choices_of_capture_and_torch_compiles_own_graphs():
+    steps = [4, 4]
+    off = capture_plan(CUDA, steps, (), 32, 0, choice="off")
+    assert not off.captured and not off.uses_static_step and "capture=off" in off.eager_why[0]
+    static = capture_plan(CUDA, steps, (), 32, 0, choice="static")
+    assert not static.captured and static.uses_static_step and static.record()["static_inputs"]
+    # static on the CPU too (the plumbing without a GPU), but never where the run is blocked
+    assert capture_plan(CPU, steps, (), 32, 0, choice="static").uses_static_step
+    assert not capture_plan(CPU, steps, (), 32, 0, prune=0.5, choice="static").uses_static_step
+    for mode in ("reduce-overhead", "max-autotune"):
+        own = capture_plan(CUDA, steps, (), 32, 0, compile_mode=mode)
+        assert not own.captured and f"compile_mode={mode}" in own.eager_why[0]
+    assert capture_plan(CUDA, steps, (), 32, 0, compile_mode="max-autotune-no-cudagraphs").captured
+
+
+def test_compile_mode_auto_is_the_records_on_cuda_and_a_bad_one_is_refused():
+    import pytest
+
+    from dawnbench_fast.config.overrides import ConfigError
+    from dawnbench_fast.execution import gpu_defaults
+
+    assert gpu_defaults.compile_mode("auto", CUDA) == "max-autotune-no-cudagraphs"
+    assert gpu_defaults.compile_mode("auto", CPU) == "default"
+    assert gpu_defaults.compile_mode("reduce-overhead", CPU) == "reduce-overhead"
+    with pytest.raises(ConfigError, match="compile_mode=fast: must be one of auto, default"):
+        gpu_defaults.compile_mode("fast", CUDA)
+    from dawnbench_fast.cifar.recipe import apply_overrides
+
+    with pytest.raises(ConfigError, match="compile_mode"):
+        apply_overrides(Config(), ["compile_mode=fast"])
+    with pytest.raises(ConfigError, match="capture"):
+        apply_overrides(Config(), ["capture=always"])

@@ -5,13 +5,15 @@ keeps at the same address from step to step."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from support.cifar_data import cifar_dir
 
 from dawnbench_fast.cifar import Config
 from dawnbench_fast.cifar.capture_plan import StepVariant
-from dawnbench_fast.cifar.static_step import StaticStep
+from dawnbench_fast.cifar.static_step import StaticStep, StepKey
 from dawnbench_fast.data.progressive import epoch_side
 
 
@@ -36,10 +38,14 @@ def test_static_inputs_train_as_the_eager_step(mode):
     for epoch in range(3):
         side = epoch_side(cfg.progressive, epoch, 32)
         for i, row in enumerate(task.epoch_rows(epoch)):
-            seen.append(StepVariant(side, task.whiten_bias_grad()))
-            static.load(row, epoch, i)
-            losses.append(static.body(side).total)
-            now = [t.data_ptr() for t in (static.idx, static.epoch, static.index, task.state.lr_table,
+            variant = StepVariant(side, task.whiten_bias_grad())
+            seen.append(variant)
+            static.load(row, epoch, i, cfg.seed)
+            losses.append(static.body(task, variant))
+            task.step += 1
+            task.averager.after_step(task.step)
+            now = [t.data_ptr() for t in (static.idx, static.epoch, static.index, static.seed,
+                                          task.data.padded, task.state.lr_table,
                                           task.state.step_t, *task.model.parameters(),
                                           *(s["momentum_buffer"] for o in task.optimizers
                                             for s in o.state.values()))]
@@ -52,3 +58,129 @@ def test_static_inputs_train_as_the_eager_step(mode):
     assert [x.item() for x in losses] == [x.item() for x in want.pop("losses")]
     for name, value in task.model.state_dict().items():
         assert torch.equal(value, want[name]), name
+
+
+def _runs(capture: str, seeds: tuple[int, ...]) -> tuple[list[list[float]], list[dict], list[dict]]:
+    """A warm-up (seed 99) and then ``seeds``, one TrainState shared by all as
+    the command shares it, each seed's losses over 2 epochs through the
+    loop's own train_epoch, its final weights and its step record."""
+    from dawnbench_fast.cifar.train_state import TrainState
+    from dawnbench_fast.training.train import train_epoch, warm_up
+
+    cfg = Config(subset=200, eval_subset=100, batch_size=100, epochs=2, whiten_images=100,
+                 progressive=(24,), whiten_bias_epochs=0.5, average_from=2, widths=(16, 32, 32), cutout=4,
+                 brightness=0.1,
+                 precision="fp32", kernels="torch", data_dir=str(cifar_dir()), download=False,
+                 capture=capture, seed=99)
+    base = cfg.build_task(torch.device("cpu"))
+    state = TrainState()
+    make = lambda seed: type(base)(dataclasses.replace(cfg, seed=seed), base.data, base.device,  # noqa: E731
+                                   base.backend, state)
+    warm_up(make(99))
+    losses, weights, records = [], [], []
+    for seed in seeds:
+        task = make(seed)
+        task.init_model()
+        per_step = []
+        task.train_step = _recording(task.train_step, per_step)
+        for epoch in range(2):
+            train_epoch(task, epoch)
+        losses.append(per_step)
+        weights.append({k: v.clone() for k, v in task.model.state_dict().items()})
+        records.append(task.step_record())
+    return losses, weights, records
+
+
+def _recording(step, out: list):
+    def wrapped(*batch):
+        loss = step(*batch)
+        out.append(loss.total.item())
+        return loss
+    return wrapped
+
+
+def test_the_static_step_through_the_loop_is_the_eager_step_for_every_seed():
+    """``capture=static`` (the captured step's plumbing, without graphs) run
+    as the command runs it: a warm-up on a seed of its own, then two seeds,
+    one shared state. Each seed's losses and final weights are the eager
+    step's bit for bit: the seed reaches the augmentation through its static
+    buffer (a graph captured in the warm-up replays the seeds' own
+    augmentations, not the warm-up's), and the data re-prepared by each
+    seed's init stays where the step reads it."""
+    eager = _runs("off", (0, 1))
+    static = _runs("static", (0, 1))
+    assert static[0] == eager[0]
+    assert static[0][0] != static[0][1]  # the two seeds differ
+    for got, want in zip(static[1], eager[1], strict=True):
+        for name, value in got.items():
+            assert torch.equal(value, want[name]), name
+    assert static[2][0]["static_inputs"] and not static[2][0]["captured"]
+    assert "capture=static" in static[2][0]["eager_why"][0]
+    assert eager[2][0] == {"captured": False, "static_inputs": False, "eager_why":
+                           ["--set capture=off: the eager step, as asked"],
+                           "variants": {"24px/whiten-bias": 1, "24px/frozen": 1, "32px/frozen": 2}}
+
+
+def test_auto_on_the_cpu_keeps_the_eager_step_and_says_why():
+    cfg = Config(subset=300, eval_subset=100, batch_size=100, epochs=1, whiten_images=100,
+                 precision="fp32", kernels="torch", data_dir=str(cifar_dir()), download=False)
+    task = cfg.build_task(torch.device("cpu"))
+    task.init_model()
+    record = task.step_record()
+    assert not record["captured"] and not record["static_inputs"]
+    assert record["eager_why"] == ["the step runs on cpu: CUDA graphs replay on a GPU only"]
+    assert task.state.graphs is None
+    assert all(not isinstance(x, StepKey) for _, x in task.epoch_batches(0))
+
+
+class ReplayingRecorder:
+    """A stand-in for CudaRecorder on the CPU: recording runs nothing (as a
+    capture runs no kernel); each replay runs the body and writes its loss
+    into the one output tensor, as a graph writes into its static output."""
+
+    def __init__(self):
+        self.recorded = self.replays = 0
+
+    def __call__(self, body):
+        self.recorded += 1
+        out = torch.full((), float("nan"))
+        recorder = self
+
+        class Graph:
+            def replay(self):
+                recorder.replays += 1
+                out.copy_(body())
+
+        return Graph(), out
+
+
+def test_captured_steps_replay_for_every_seed_as_the_eager_step(monkeypatch):
+    """The capture's control flow on the CPU: the warm-up records one graph
+    per variant of the plan and replays each once; every later step of every
+    seed replays its variant's graph (never the body directly) after loading
+    its inputs, and the seeds' losses and weights are the eager step's."""
+    from dawnbench_fast.cifar import static_step
+    from dawnbench_fast.cifar.capture_plan import CapturePlan
+
+    recorder = ReplayingRecorder()
+    real_init = static_step.StepGraphs.__init__
+
+    def captured(self, task, plan, _recorder):  # the plan as a GPU's: captured, with its variants
+        real_init(self, task, CapturePlan(plan.variants), recorder)
+
+    monkeypatch.setattr(static_step.StepGraphs, "__init__", captured)
+    calls = []
+    real_body = static_step.StaticStep.body
+    monkeypatch.setattr(static_step.StaticStep, "body",
+                        lambda self, task, v: calls.append(v) or real_body(self, task, v))
+    eager = _runs("off", (0, 1))
+    calls.clear()
+    got = _runs("static", (0, 1))
+    assert got[0] == eager[0]
+    for have, want in zip(got[1], eager[1], strict=True):
+        for name, value in have.items():
+            assert torch.equal(value, want[name]), name
+    assert recorder.recorded == 3  # 24px with and without the bias, 32px frozen
+    # the warm-up's 4 eager steps (2 at each side) and its 3 replays, then 4 steps of each seed, replayed
+    assert recorder.replays == 3 + 2 * 4 and len(calls) == 4 + 3 + 2 * 4
+    assert got[2][0]["captured"] and got[2][0]["graphs"] == ["24px/whiten-bias", "24px/frozen", "32px/frozen"]

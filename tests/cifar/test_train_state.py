@@ -5,6 +5,7 @@ never rebound; a state is not shared across configs."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 import pytest
@@ -76,3 +77,34 @@ def test_a_state_serves_one_config_only():
     other = dataclasses.replace(base, lr_head=0.1)
     with pytest.raises(ValueError, match="built for another config"):
         CifarTask(other, data.data, data.device, data.backend, shared).init_model()
+
+
+def test_a_resumed_state_is_loaded_into_the_buffers_a_captured_step_reads():
+    """--resume under a captured step: the optimisers' saved state is copied
+    into the buffers they hold (the graphs' addresses), not swapped for new
+    tensors as torch's load_state_dict does."""
+    from dawnbench_fast.cifar.train_state import load_state_in_place
+    from dawnbench_fast.optim.sgd import NesterovSGD
+
+    torch.manual_seed(3)
+    params = [torch.nn.Parameter(torch.randn(5, 3)), torch.nn.Parameter(torch.randn(4))]
+    opt = NesterovSGD(params, lr=0.1, momentum=0.9)
+    for _ in range(2):
+        for p in params:
+            p.grad = torch.randn_like(p)
+        opt.step()
+    saved = copy.deepcopy(opt.state_dict())
+    for p in params:  # the run goes on: the buffers move away from the saved values
+        p.grad = torch.randn_like(p)
+    opt.step()
+    buffers = [opt.state[p]["momentum_buffer"] for p in params]
+    pointers = [b.data_ptr() for b in buffers]
+    load_state_in_place(opt, saved)
+    now = [opt.state[p]["momentum_buffer"] for p in params]
+    assert [b.data_ptr() for b in now] == pointers and all(a is b for a, b in zip(now, buffers, strict=True))
+    for b, want in zip(now, saved["state"].values(), strict=True):
+        assert torch.equal(b, want["momentum_buffer"])
+    plain = NesterovSGD(params, lr=0.1, momentum=0.9)
+    plain.step()
+    plain.load_state_dict(saved)  # torch's own: new tensors (what load_state_in_place guards against)
+    assert plain.state[params[0]]["momentum_buffer"].data_ptr() != pointers[0]

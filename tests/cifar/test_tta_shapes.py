@@ -22,7 +22,8 @@ from dawnbench_fast.cifar.tta import (
     bucket,
     bucket_sizes,
     selective_tta_logits,
-    warm_up_selective_tta,
+    selective_tta_pass,
+    warm_up_selective_pass,
 )
 from dawnbench_fast.models.cifar_net import CifarNet, FoldedCifarNet
 from dawnbench_fast.runner.runs import warm_up_config
@@ -114,17 +115,18 @@ def test_the_cpu_does_not_pad_unless_asked():
     assert tta.PAD_DEVICES == {"cuda"}
 
 
-def _evaluation_shapes(model, images: torch.Tensor, batch: int, level: int, below: float) -> set[int]:
-    """The batch sizes the model meets in a padded evaluation of ``images`` in batches of ``batch``."""
+def _evaluation_shapes(model, images: torch.Tensor, view_batch: int, cap: int, level: int,
+                       below: float) -> set[int]:
+    """The batch sizes the model meets in a padded evaluation pass over ``images``."""
     sizes: list[int] = []
     with torch.no_grad():
-        for i in range(0, len(images), batch):
-            selective_tta_logits(_recording(model, sizes), images[i:i + batch], level, below, batch, pad=True)
+        selective_tta_pass(_recording(model, sizes), images, level, below, view_batch, cap, pad=True)
     return set(sizes)
 
 
-@pytest.mark.parametrize("n, batch, level", [(100, 40, 2), (100, 50, 1), (7, 40, 2), (333, 333, 2)])
-def test_the_warm_up_runs_every_shape_an_evaluation_can_meet(n, batch, level):
+@pytest.mark.parametrize("n, view_batch, cap, level", [(100, 70, 40, 2), (100, 100, 50, 1), (7, 40, 40, 2),
+                                                       (333, 2000, 333, 2), (100, 30, 30, 0)])
+def test_the_warm_up_runs_every_shape_an_evaluation_can_meet(n, view_batch, cap, level):
     w = torch.randn(3 * 4 * 4, 10) * 0.5  # confidences well below 1 (at 1, every image takes every view)
     images = torch.randn(n, 3, 4, 4)
 
@@ -132,16 +134,41 @@ def test_the_warm_up_runs_every_shape_an_evaluation_can_meet(n, batch, level):
         return v.flatten(1) @ w
 
     warmed: list[int] = []
-    warm_up_selective_tta(_recording(model, warmed), images, batch, level, 0.9, pad=True)
+    warm_up_selective_pass(_recording(model, warmed), images, level, 0.9, view_batch, cap, pad=True)
     views = len(tta.TTA_WEIGHTS[level]) - 1
-    last = n % batch if n > batch else 0
-    expected = {min(n, batch), *([last] if last else []), *(views * m for m in bucket_sizes(batch))}
+    if level:
+        last = n % view_batch if n > view_batch else 0
+        expected = {min(n, view_batch), *([last] if last else []), *(views * m for m in bucket_sizes(cap))}
+    else:
+        expected = {min(n, cap), *([n % cap] if n > cap and n % cap else [])}
     assert expected <= set(warmed)
     # whichever images are unsure (none, a few, all), the evaluation meets no shape the warm-up missed
     with torch.no_grad():
         conf = (images.flatten(1) @ w).softmax(1).amax(1)
     for below in [0.0, *conf.quantile(torch.tensor([0.1, 0.35, 0.5, 0.9])).tolist(), 0.999999]:
-        assert _evaluation_shapes(model, images, batch, level, below) <= set(warmed), below
+        assert _evaluation_shapes(model, images, view_batch, cap, level, below) <= set(warmed), below
+
+
+@pytest.mark.parametrize("pad", [False, True])
+def test_the_pass_is_the_batched_selective_tta_with_one_read(monkeypatch, pad):
+    """The clocked evaluation's pass (one view of all, one read of the unsure
+    set, its views in batches of the cap) gives every row the logits of the
+    per-batch selective TTA, and reads the host once however many batches."""
+    net = _net(4)
+    x = torch.randn(130, 3, 32, 32, generator=torch.Generator().manual_seed(8)).contiguous(
+        memory_format=torch.channels_last)
+    with torch.no_grad():
+        below = float(net(x).softmax(1).amax(1).quantile(0.45))
+        want = torch.cat([selective_tta_logits(net, x[i:i + 16], 2, below, 16, pad=pad)
+                          for i in range(0, 130, 16)])
+        reads = []
+        nonzero = torch.Tensor.nonzero
+        monkeypatch.setattr(torch.Tensor, "nonzero",
+                            lambda t, *a, **k: reads.append(1) or nonzero(t, *a, **k))
+        got = selective_tta_pass(net, x, 2, below, view_batch=50, cap=16, pad=pad)
+    assert len(reads) == 1
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    assert torch.equal(got.argmax(1), want.argmax(1))
 
 
 def _warmed_task(monkeypatch, **fields) -> tuple[CifarTask, set[int], list[int]]:
@@ -163,9 +190,9 @@ def _warmed_task(monkeypatch, **fields) -> tuple[CifarTask, set[int], list[int]]
 
 
 def test_the_trainers_warm_up_meets_every_shape_of_its_final_evaluation(monkeypatch):
-    # 100 test images in evaluation batches of 240 // 6 = 40: 40, 40 and a last one of 20
+    # 100 test images: one view in a batch of 240 (all 100), the unsure views in batches of 240 // 6 = 40
     task, warmed, seen = _warmed_task(monkeypatch, eval_batch_size=240)
-    assert {40, 20, *(5 * m for m in bucket_sizes(40))} <= warmed
+    assert {100, *(5 * m for m in bucket_sizes(40))} <= warmed
     for batch in task.epoch_batches(0):
         task.train_step(*batch)
     for below in (task.cfg.tta_below, 0.3, 0.5):  # the recipe's threshold, and ones that split batches

@@ -112,12 +112,15 @@ def counting_backend(monkeypatch):
     # warm-up compiles each resolution with the bias trained and frozen
     ((24,), 1.5, 4),
 ])
+@pytest.mark.parametrize("capture", ["off", "static"])  # static: the captured step's body, eagerly
 def test_the_warm_up_compiles_every_graph_and_the_run_compiles_none(counting_backend, progressive,
-                                                                   whiten_bias_epochs, warm_up_graphs):
+                                                                   whiten_bias_epochs, warm_up_graphs,
+                                                                   capture):
     # 4 steps an epoch, the whitening bias frozen part-way: the run meets both forms of the step
     cfg = Config(subset=64, batch_size=16, eval_subset=100, whiten_images=64, widths=(8, 8, 8), epochs=2,
                  whiten_bias_epochs=whiten_bias_epochs, progressive=progressive, compile="on",
-                 device="cpu", kernels="torch", precision="bf16", data_dir=str(cifar_dir()), download=False)
+                 device="cpu", kernels="torch", precision="bf16", data_dir=str(cifar_dir()), download=False,
+                 capture=capture)
     task = cfg.build_task(torch.device("cpu"))
     assert task.compiled and task.whiten_bias_steps == 4 * whiten_bias_epochs
     # the warm-up's throwaway task, as dawnbench_fast.runner.runs makes it
@@ -129,7 +132,8 @@ def test_the_warm_up_compiles_every_graph_and_the_run_compiles_none(counting_bac
     assert task.step > task.whiten_bias_steps
     assert len(counting_backend) == warm_up_graphs  # nothing compiled on the clock
     # the captured graphs are the eager step, op for op: the same losses to the bit
-    eager = CifarTask(dataclasses.replace(task.cfg, compile="off"), task.data, task.device, task.backend)
+    eager = CifarTask(dataclasses.replace(task.cfg, compile="off", capture="off"), task.data, task.device,
+                      task.backend)
     assert not eager.compiled and eager.forward_loss is forward_loss
     eager.init_model()
     assert losses == [eager.train_step(*b).per_example() for b in islice(train.batches_forever(eager), 8)]
@@ -180,10 +184,12 @@ def test_cudnn_autotuning_on_cuda_unless_deterministic(monkeypatch):
 
 
 def test_profile_steps_profiles_the_eager_step_unless_compile_is_asked_for(monkeypatch, tmp_path):
-    # as on CUDA, where auto compiles: the roofline counts ops, which a compiled region hides
+    # on the CPU, with auto compiling as on CUDA: the roofline counts ops, which a compiled region
+    # hides (on CUDA itself the trainer's own compiled and captured step is profiled: profiled_task)
     monkeypatch.setattr(gpu_defaults, "compile_enabled", lambda choice, device: choice in ("auto", "on"))
     profiled = []
-    monkeypatch.setattr(command, "profile_steps", lambda task, _n, out, _timer: profiled.append(task) or out)
+    monkeypatch.setattr(command, "profile_steps",
+                        lambda task, _n, out, _timer, _warm: profiled.append(task) or out)
     base = ["--subset", "64", "--batch-size", "32", "--set", "whiten_images=64", "--eval-subset", "100",
             "--data-dir", str(cifar_dir()), "--no-download", "--device", "cpu", "--kernels", "torch",
             "--profile-steps", "1"]

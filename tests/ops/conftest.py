@@ -6,6 +6,7 @@ does not implement the op (it would only re-test the reference)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import zlib
 from collections.abc import Callable, Iterator
@@ -95,16 +96,37 @@ def implementation(backend: str, device: torch.device) -> Callable[[str], Callab
 
     def get(op: str) -> Callable:
         if backend == "reference":
-            return dispatch.reference(op)
+            return sync_checked(dispatch.reference(op), device)
         reason = dispatch.unavailable_reason(backend, device)
         if reason is not None:
             pytest.skip(f"--kernels {backend}: {reason}")
         if dispatch.op_table(backend, [op])[op]["backend"] != backend:
             why = dispatch.CATALOGUE[op].no_face.get(backend, "the reference serves it")
             pytest.skip(f"--kernels {backend} has no {op} of its own: {why}")
-        return dispatch.get_op(op, backend)
+        return sync_checked(dispatch.get_op(op, backend), device)
 
     return get
+
+
+def sync_checked(fn: Callable, device: torch.device) -> Callable:
+    """``fn`` itself off the GPU; on it, ``fn`` run under
+    ``torch.cuda.set_sync_debug_mode("error")``: an op that makes the host
+    wait for the device (a ``.item()``, a ``nonzero``, a copy to the host)
+    fails its test, as it would break a captured step (issue 45). Only the
+    op's call is checked: the test's own comparisons read results back."""
+    if device.type != "cuda":
+        return fn
+
+    @functools.wraps(fn)
+    def checked(*args, **kwargs):
+        previous = torch.cuda.get_sync_debug_mode()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            torch.cuda.set_sync_debug_mode(previous)
+
+    return checked
 
 
 @pytest.fixture

@@ -148,3 +148,44 @@ def test_the_epoch_as_a_device_tensor_gives_the_same_bits_and_one_graph(alternat
         assert torch.equal(compiled(torch.tensor(epoch)), A.augment_params(11, epoch, idx, 2, True, 8,
                                                                            alternate=alternate).flip)
     assert len(graphs) == 1
+
+
+def test_the_seed_as_a_device_tensor_gives_the_same_bits_and_one_graph():
+    """One captured step serves every seed of a run (issue 45): with the
+    seed an int64 tensor too (and the epoch an int or a tensor), every
+    stream's bits, the parameters, the jitter and a keyed crop are the int
+    seed's, and one compiled graph serves every seed."""
+    from dawnbench_fast.data.progressive import keyed_crop
+
+    rng = np.random.default_rng(9)
+    idx = torch.from_numpy(rng.permutation(50_000)[:29])
+    x = torch.randn(29, 3, 12, 12)
+    for seed in (0, 1, 5, 2**45 + 17):
+        s = torch.tensor(seed)
+        for epoch in (0, 3, torch.tensor(3)):
+            for stream in range(4):
+                assert torch.equal(A.keyed_bits(s, epoch, idx, stream),
+                                   A.keyed_bits(seed, int(epoch), idx, stream))
+            a = A.augment_params(s, epoch, idx, 2, True, 6)
+            b = A.augment_params(seed, int(epoch), idx, 2, True, 6)
+            for field in ("ox", "oy", "flip", "cut_x", "cut_y"):
+                assert torch.equal(getattr(a, field), getattr(b, field)), (seed, epoch, field)
+            assert torch.equal(A.color_jitter(x.clone(), s, epoch, idx, 0.2, 0.1),
+                               A.color_jitter(x.clone(), seed, int(epoch), idx, 0.2, 0.1))
+            assert torch.equal(keyed_crop(x, 9, s, epoch, torch.tensor(4)),
+                               keyed_crop(x, 9, seed, int(epoch), 4))
+    # two seeds differ (the tensor seed is not ignored)
+    assert not torch.equal(A.keyed_bits(torch.tensor(1), 0, idx, 1), A.keyed_bits(torch.tensor(2), 0, idx, 1))
+
+    graphs = []
+
+    def count(gm, _inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    compiled = torch.compile(lambda s, e: A.augment_params(s, e, idx, 2, True, 8).ox, fullgraph=True,
+                             backend=count, dynamic=False)
+    for seed in range(3):
+        assert torch.equal(compiled(torch.tensor(seed), torch.tensor(1)),
+                           A.augment_params(seed, 1, idx, 2, True, 8).ox)
+    assert len(graphs) == 1

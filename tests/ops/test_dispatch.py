@@ -122,3 +122,31 @@ def test_auto_takes_the_first_available_of_the_measured_order():
 def test_unknown_backend_is_a_one_line_error():
     with pytest.raises(dispatch.KernelsUnavailable, match=r"^--kernels fast: unknown kernels backend"):
         dispatch.resolve_backend("fast", "cpu")
+
+
+def test_op_calls_on_a_gpu_run_with_host_syncs_as_errors(monkeypatch):
+    """tests/ops/conftest.py's ``sync_checked``: off the GPU the op itself;
+    on it, the op's call under ``set_sync_debug_mode("error")`` and the
+    previous mode restored after, also when the op raises (the mode
+    switches are recorded here: no GPU needed)."""
+    from ops.conftest import sync_checked
+
+    def op(x):
+        return x * 2
+
+    assert sync_checked(op, torch.device("cpu")) is op
+    modes, current = [], ["default"]
+    monkeypatch.setattr(torch.cuda, "get_sync_debug_mode", lambda: current[0])
+    monkeypatch.setattr(torch.cuda, "set_sync_debug_mode",
+                        lambda m: modes.append(m) or current.__setitem__(0, m))
+    seen = []
+    checked = sync_checked(lambda x: seen.append(current[0]) or x * 2, torch.device("cuda"))
+    assert torch.equal(checked(torch.ones(3)), torch.full((3,), 2.0))
+    assert seen == ["error"] and modes == ["error", "default"] and current[0] == "default"
+
+    def synchronising(x):
+        raise RuntimeError("called a synchronizing CUDA operation")
+
+    with pytest.raises(RuntimeError, match="synchronizing"):
+        sync_checked(synchronising, torch.device("cuda"))(torch.ones(1))
+    assert current[0] == "default"

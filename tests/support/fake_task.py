@@ -70,6 +70,9 @@ class FakeTask:
     def prepare_warm_up(self) -> None:
         pass
 
+    def capture_steps(self) -> None:
+        pass
+
     def warm_up_evaluation(self) -> None:
         self.evaluate(tta=True, max_batches=1)
 
