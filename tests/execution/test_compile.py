@@ -180,7 +180,9 @@ def test_cudnn_autotuning_on_cuda_unless_deterministic(monkeypatch):
     assert torch.backends.cudnn.benchmark is False
     record = gpu_defaults.execution_record(torch.device("cpu"), Config())
     assert record == {"compile": False, "compile_choice": "auto", "compile_backend": None,
-                      "cudnn_benchmark": False, "clock": "host"}
+                      "compile_mode": None, "cudnn_benchmark": False, "clock": "host"}
+    on = gpu_defaults.execution_record(torch.device("cpu"), Config(compile="on"))
+    assert (on["compile"], on["compile_mode"]) == (True, "default")
 
 
 def test_profile_steps_profiles_the_eager_step_unless_compile_is_asked_for(monkeypatch, tmp_path):

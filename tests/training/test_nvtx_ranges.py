@@ -37,7 +37,8 @@ def test_training_and_evaluation_are_named_in_nsight(monkeypatch):
     assert [n for n in names if n in ("init", "train", "eval")] == ["init", "train", "eval"]
     assert names.count("train_step") == 4
     after_eval = names[names.index("eval"):]
-    # the final evaluation: 100 images, 10 a batch (60 / 6 views): one range a batch, with its
-    # one-view forward and the views' forward inside
-    assert after_eval.count("eval_batch") == 10
-    assert after_eval.count("tta_one_view") == 10 and after_eval.count("tta_views") == 10
+    # the final evaluation: one pass over the 100 images (one range); inside it one range for the
+    # one view of all of them (forwards of 60 and 40 images), then, every image unsure, a range for
+    # each batch of their views, 60 / 6 = 10 images a batch
+    assert after_eval.count("eval_batch") == 1
+    assert after_eval.count("tta_one_view") == 1 and after_eval.count("tta_views") == 10
