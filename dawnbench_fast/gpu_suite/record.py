@@ -1,4 +1,4 @@
-"""The GPU suite's record (benchmarks/gpu_suite.py): suite.json and suite.log
+"""The GPU suite's record (gpu_suite/suite.py): suite.json and suite.log
 in the output folder, each part's status and budget, and the subprocesses
 whose output goes to logs/; the check that a GPU is there
 (:func:`gpu_missing`) and what a stop signal does (:func:`stop_on_signals`).
@@ -16,7 +16,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -24,12 +23,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # the checkout's package: it may not be installed yet (the build part
-    sys.path.insert(0, str(REPO))  # installs it); stopping.py needs only the standard library
-
-from dawnbench_fast.runner import stopping  # noqa: E402
-from dawnbench_fast.runner.stopping import end_group  # noqa: E402  (one way to end a run's group)
+# Run from the repository root (``python -m``), the source tree's package is found before it is
+# installed (the build part installs it); stopping.py needs only the standard library.
+from dawnbench_fast.runner import stopping
+from dawnbench_fast.runner.stopping import end_group  # one way to end a run's group
 
 SCHEMA_VERSION = 1
 

@@ -1,4 +1,4 @@
-"""The GPU suite's roofline part (benchmarks/gpu_suite.py): a profiled
+"""The GPU suite's roofline part (gpu_suite/suite.py): a profiled
 training step through the roofline report, then Nsight Compute on its top
 kernels where ncu is there and allowed to read the counters."""
 
@@ -9,9 +9,9 @@ import re
 import shutil
 import sys
 
-import gpu_suite_peer as peer_io
-from gpu_suite_record import Suite, run_logged, tail
-from gpu_suite_training import trainer_command
+from dawnbench_fast.gpu_suite import peer_io
+from dawnbench_fast.gpu_suite.record import Suite, run_logged, tail
+from dawnbench_fast.gpu_suite.training_parts import trainer_command
 
 
 def part_roofline(suite: Suite, args: argparse.Namespace) -> None:
