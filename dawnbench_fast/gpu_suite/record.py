@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
+from typing import Protocol
 
 # Run from the repository root (``python -m``), the source tree's package is found before it is
 # installed (the build part installs it); stopping.py needs only the standard library.
@@ -200,7 +201,18 @@ def stop_on_signals() -> Iterator[None]:
 # -- subprocesses ---------------------------------------------------------------------------------
 
 
-def run_logged(suite: Suite, cmd: list[str], log_name: str, timeout: float, cwd: Path | None = None,
+class Logs(Protocol):
+    """Where :func:`run_logged` writes: a folder (``out``, whose ``logs/`` gets
+    each child's output) and a log line for each command started. A
+    :class:`Suite` is one; so is the measuring script's (measure.py), which
+    starts the suite's own commands and must not hold a copy of suite.json."""
+
+    out: Path
+
+    def log(self, line: str) -> None: ...
+
+
+def run_logged(suite: Logs, cmd: list[str], log_name: str, timeout: float, cwd: Path | None = None,
                env: dict[str, str] | None = None) -> tuple[int | None, float, Path]:
     """Run ``cmd`` with its output in DIR/logs/``log_name``; (exit status or
     None when stopped at ``timeout``, wall seconds, the log's path)."""

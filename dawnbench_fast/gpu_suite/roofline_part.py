@@ -52,8 +52,10 @@ def run_ncu(suite: Suite, args: argparse.Namespace, kernels: list[str]) -> dict:
     (each launch is replayed per metric pass: the whole step would take
     long), then the roofline report with its measured bytes and FLOPs."""
     ncu = shutil.which("ncu")
-    if suite.dry_run or ncu is None or not kernels:
-        why = "dry run" if suite.dry_run else ("ncu not found on PATH" if ncu is None else "no GPU kernels")
+    if suite.dry_run or ncu is None or not kernels or args.ncu_kernels < 1:
+        why = "dry run" if suite.dry_run else ("ncu not found on PATH" if ncu is None else
+                                               "not asked for (--ncu-kernels 0)" if args.ncu_kernels < 1
+                                               else "no GPU kernels")
         return {"status": "skipped", "reason": why}
     folder = suite.out / "roofline_ncu"
     csv = suite.out / "roofline" / "ncu.csv"

@@ -218,10 +218,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="trainer part: the first seed")
     p.add_argument("--peer-runs", type=int, default=3, help="peer part: runs per block, each side")
     p.add_argument("--peer-blocks", type=int, default=2, help="peer part: blocks per side (if time allows)")
+    p.add_argument("--peer-first", action="store_true",
+                   help="peer part: the published script opens the first block (else ours does)")
     p.add_argument("--latency-images", type=int, default=1000, help="trainer: images timed one at a time")
     p.add_argument("--target", type=float, default=0.94, help="the accuracy both sides are held to")
     p.add_argument("--profile-steps", type=int, default=3, help="roofline part: profiled steps")
-    p.add_argument("--ncu-kernels", type=int, default=5, help="roofline part: top kernels ncu measures")
+    p.add_argument("--ncu-kernels", type=int, default=5, help="roofline part: top kernels ncu measures "
+                   "(0: no ncu)")
     p.add_argument("--ops", metavar="OP[,OP]", help="ops part: only these catalogued ops (default: all; "
                    "torch.compile compiles each case, so a slow host may need two commands)")
     p.add_argument("--winners-out", metavar="PATH",

@@ -100,7 +100,8 @@ def part_peer(suite: Suite, args: argparse.Namespace) -> None:
             rec["note"] = f"stopped after {b} block(s): another would pass the part's budget"
             break
         t0 = time.monotonic()
-        block = {"order": ["ours", "peer"] if b % 2 == 0 else ["peer", "ours"]}
+        # --peer-first: the published script opens the first block (the measuring script's order)
+        block = {"order": ["ours", "peer"] if (b + args.peer_first) % 2 == 0 else ["peer", "ours"]}
         rec["blocks"].append(block)
         for side in block["order"]:
             block[side] = run_side(suite, args, side, b, runs, script, workdir)
