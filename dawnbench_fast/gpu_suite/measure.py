@@ -52,6 +52,8 @@ from dawnbench_fast.gpu_suite.record import (
     SCHEMA_VERSION,
     Stopped,
     UsageError,
+    add_trainer_args,
+    comma_list,
     now,
     read_suite,
     run_logged,
@@ -127,15 +129,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--profile-steps", type=int, default=3)
     p.add_argument("--ncu-kernels", type=int, default=0, help="ncu on the profile's top kernels (0: none)")
     p.add_argument("--dry-run", action="store_true", help="every stage on the CPU at tiny sizes, no timing")
-    p.add_argument("--trainer-args", nargs=argparse.REMAINDER, default=[],
-                   help="the rest of the line goes to every trainer command (last flag)")
+    add_trainer_args(p)
     return p
 
 
 def check_args(args: argparse.Namespace) -> list[str]:
-    stages = [s.strip() for s in args.stages.split(",") if s.strip()]
-    if not stages or set(stages) - set(STAGES):
-        raise UsageError(f"--stages {args.stages}: stages are {', '.join(STAGES)}")
+    named = comma_list(args.stages, STAGES, "--stages", "stages")
+    stages = [s for s in STAGES if s in named]  # always in the script's order, whatever the flag's
     budgets = (args.limit, args.build_budget, args.peer_budget, args.profile_budget)
     if not all(0 < b < math.inf for b in budgets) or min(args.runs, args.blocks, args.profile_steps) < 1:
         raise UsageError("--limit, the budgets, --runs, --blocks, --profile-steps: must be positive "

@@ -11,6 +11,7 @@ folder fill the same file (docs/GPU_SUITE.md documents its keys).
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import json
 import os
@@ -34,6 +35,21 @@ SCHEMA_VERSION = 1
 
 class UsageError(ValueError):
     """A bad flag or path: one line on stderr, exit status 2."""
+
+
+def comma_list(text: str, allowed: tuple[str, ...], flag: str, what: str) -> list[str]:
+    """The names of a comma-separated flag (``--only``, ``--stages``), each one
+    of ``allowed`` and at least one; else a :class:`UsageError` listing them."""
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    if not names or set(names) - set(allowed):
+        raise UsageError(f"{flag} {text}: {what} are {', '.join(allowed)}")
+    return names
+
+
+def add_trainer_args(p: argparse.ArgumentParser) -> None:
+    """``--trainer-args ...``: the rest of the line, for every trainer command."""
+    p.add_argument("--trainer-args", nargs=argparse.REMAINDER, default=[],
+                   help="the rest of the line goes to every trainer command (last flag)")
 
 
 def now() -> str:

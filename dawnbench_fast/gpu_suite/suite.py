@@ -38,6 +38,8 @@ from dawnbench_fast.gpu_suite.record import (
     Stopped,
     Suite,
     UsageError,
+    add_trainer_args,
+    comma_list,
     gpu_missing,
     now,
     run_logged,
@@ -232,16 +234,12 @@ def parser() -> argparse.ArgumentParser:
                         "committed table with this GPU's entry merged in, to copy to "
                         "dawnbench_fast/kernel_winners.json")
     p.add_argument("--rebuild", action="store_true", help="build part: build even if the extension loads")
-    p.add_argument("--trainer-args", nargs=argparse.REMAINDER, default=[],
-                   help="the rest of the line goes to every trainer command (last flag)")
+    add_trainer_args(p)
     return p
 
 
 def check_args(args: argparse.Namespace) -> list[str]:
-    parts = [s.strip() for s in args.only.split(",") if s.strip()]
-    bad = [s for s in parts if s not in PARTS]
-    if bad or not parts:
-        raise UsageError(f"--only {args.only}: parts are {', '.join(PARTS)}")
+    parts = comma_list(args.only, PARTS, "--only", "parts")
     if args.ops:
         # read from the source tree (python -m from the root) when the package is not installed yet
         from dawnbench_fast.dispatch import CATALOGUE
