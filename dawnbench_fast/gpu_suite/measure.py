@@ -270,7 +270,8 @@ def main(argv: list[str] | None = None) -> int:
             prepare(m, args)
             for stage in stages:
                 run_stage(m, args, stage)
-                send(m, args, with_cache=stage != "build")
+                if stage != stages[-1]:  # the last stage's files are sent below, once
+                    send(m, args, with_cache=stage != "build")
         except Stopped as e:
             m.rec.update(stopped_by=e.args[0], stopped=now())
             m.log(f"stopped by {e.args[0]}")
