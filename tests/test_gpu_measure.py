@@ -13,6 +13,7 @@ import io
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tarfile
@@ -168,3 +169,17 @@ def test_a_damaged_carried_cache_costs_a_cold_compile_not_the_run(tmp_path):
     rec = carry.restore_cache(tmp_path, "c.tar.gz", tmp_path / "into")
     assert rec["restored"] is False and "c.tar.gz" in rec["reason"]
     assert carry.restore_cache(tmp_path, "other.tar.gz", tmp_path / "into")["restored"] is False
+
+
+def test_developers_md_calls_fit_the_device_tool_and_parse():
+    """DEVELOPERS.md's device calls: each command within the tool's 2000
+    characters, and each measuring command one the script's parser takes."""
+    text = (ROOT / "DEVELOPERS.md").read_text()
+    commands = [c.replace('\\"', '"') for c in re.findall(r'command="((?:[^"\\]|\\.)*)"', text)]
+    assert len(commands) >= 4 and all(len(c) <= 2000 for c in commands)
+    measured = [c.split("python3 -m dawnbench_fast.gpu_suite.measure", 1)[1] for c in commands
+                if "gpu_suite.measure" in c]
+    assert len(measured) == 2  # the build while the data travels, then the measurement
+    for rest in measured:
+        args = measure.parser().parse_args(shlex.split(rest.replace('"$OUT"', "OUT")))
+        assert args.work and args.copy_to == "OUT"
