@@ -2,7 +2,7 @@
 
 The table (``kernel_winners.json`` beside this module, committed) is keyed by
 the GPU's name as NVML reports it (``"NVIDIA H100 80GB HBM3"``). The GPU
-suite's ops part writes it (benchmarks/gpu_suite.py, ``--winners-out``) from
+suite's ops part writes it (``python -m dawnbench_fast.gpu_suite``, ``--winners-out``) from
 its medians: for each op, the backend whose summed median over the op's cases
 is lowest, torch eager's included, provided every case of that backend ran
 and agreed with torch. ``auto`` takes the table's winner on a listed GPU and
@@ -39,7 +39,7 @@ def load_table(path: Path | None = None) -> dict:
     table = json.loads(path.read_text())
     if table.get("schema_version") != SCHEMA_VERSION or not isinstance(table.get("gpus"), dict):
         raise ValueError(f"{path}: not a kernel winners table of schema {SCHEMA_VERSION} "
-                         "(rewrite it with benchmarks/gpu_suite.py --only ops --winners-out)")
+                         "(rewrite it with python -m dawnbench_fast.gpu_suite --only ops --winners-out)")
     return table
 
 
@@ -114,7 +114,7 @@ def gpu_entry(suite: dict, name: str | None = None) -> tuple[str, dict]:
     gpu = name or (env.get("gpu") or {}).get("name")
     cases = ((suite.get("parts") or {}).get("ops") or {}).get("cases")
     if not gpu or not cases:
-        raise ValueError("suite.json has no GPU name or no ops part: run benchmarks/gpu_suite.py "
+        raise ValueError("suite.json has no GPU name or no ops part: run python -m dawnbench_fast.gpu_suite "
                          "--only ops on a GPU first")
     by_op: dict[str, list[dict]] = {}
     for c in cases:

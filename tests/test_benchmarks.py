@@ -21,12 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
 # Studies of a whole run or a trained model, not timings of kernels or steps:
 # they stay scripts (docs/PERFORMANCE.md, "How to run, save and compare").
-SCRIPTS = {"bench_selective_tta.py", "bench_tta_views.py", "roofline_cifar_step.py", "gpu_suite.py",
-           "gpu_bounds.py", "gpu_sweep_bn_act.py", "gpu_sweep_conv_group.py"}
-# the GPU suite's modules (tests/test_gpu_suite.py) and the stand-in for the published script
-HELPERS = {"conftest.py", "knobs.py", "script_entry.py", "gpu_suite_ops.py", "gpu_suite_peer.py",
-           "gpu_suite_record.py", "gpu_suite_roofline.py", "gpu_suite_training.py", "peer_standin.py",
-           "gpu_sweeps.py"}
+# (The GPU suite, its sweeps and bounds are the package dawnbench_fast/gpu_suite/.)
+SCRIPTS = {"bench_selective_tta.py", "bench_tta_views.py", "roofline_cifar_step.py"}
+HELPERS = {"conftest.py", "knobs.py", "script_entry.py"}
 # Sizes at which every benchmark runs in seconds (their figures mean nothing).
 TINY = {"BENCH_BATCH": "8", "BENCH_ROUNDS": "1", "BENCH_IMAGES": "2", "BENCH_AUG_BATCH": "16",
         "BENCH_ARMS": "dawnbench_fast:batch_size=8", "DAWNBENCH_BENCH_BATCH": "8"}

@@ -37,6 +37,8 @@ _OUTSIDE = [
     (re.compile(r"\b[A-Za-z]:\\Users\\" + _TAIL), "someone's home folder"),
 ]
 _MARKDOWN = re.compile(r"(?<![\w/.-])([\w./-]*\w\.md)\b")
+# A folder named by an upper-case stand-in (DIR/, OUT/): the reader supplies it.
+_PLACEHOLDER_FOLDER = re.compile(r"^[A-Z][A-Z_]*/")
 
 
 def outside_references(text: str) -> list[tuple[int, str, str]]:
@@ -71,6 +73,8 @@ def missing_markdown(text: str, where: Path, root: Path, known: set[str]) -> lis
     for number, line in enumerate(text.splitlines(), 1):
         for name in _MARKDOWN.findall(_URL.sub(" ", line)):
             name = name.removeprefix("./")
+            if _PLACEHOLDER_FOLDER.match(name):  # a file the reader's command writes: DIR/sweep.md
+                continue
             candidates = {name, os.path.normpath((where / name).as_posix()).replace(os.sep, "/")}
             if candidates & known or ("/" not in name and name in basenames):
                 continue
@@ -133,6 +137,7 @@ def test_missing_markdown_names():
     known = {"README.md", "docs/FACTS.md", "docs/PERFORMANCE.md"}
     text = "DESIGN.md\ndocs/FACTS.md and PERFORMANCE.md\nsee FACTS.md (docs/NOPE.md)\n"
     assert missing_markdown(text, Path("."), ROOT, known) == [(1, "DESIGN.md"), (3, "docs/NOPE.md")]
+    assert missing_markdown("writes DIR/sweep.md and OUT/x.md", Path("."), ROOT, known) == []
     # from a file in docs/, a name relative to its own folder resolves too
     assert missing_markdown("PERFORMANCE.md ../README.md", Path("docs"), ROOT, known) == []
 

@@ -1,4 +1,4 @@
-"""Faults a user meets with the GPU suite (benchmarks/gpu_suite.py, issue 42):
+"""Faults a user meets with the GPU suite (dawnbench_fast/gpu_suite/, issue 42):
 run without --dry-run on a machine without a GPU it says so in one line
 before any work; a non-finite budget or target is refused; stopped by a
 signal (a scheduler's TERM, ^C, a closed terminal's HUP) it ends the runs it
@@ -24,19 +24,18 @@ from pathlib import Path
 import pytest
 from support.processes import kill_all, survivors
 
-ROOT = Path(__file__).resolve().parents[1]
-BENCH = ROOT / "benchmarks"
-sys.path.insert(0, str(BENCH))
+from dawnbench_fast.gpu_suite import suite as gpu_suite
 
-import gpu_suite  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+SUITE = [sys.executable, "-m", "dawnbench_fast.gpu_suite"]
 
 
 def test_without_a_gpu_the_suite_refuses_in_one_line_before_any_work(tmp_path):
     out = tmp_path / "o"
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}  # no GPU, even on a machine that has one
     t0 = time.monotonic()
-    r = subprocess.run([sys.executable, str(BENCH / "gpu_suite.py"), "--out", str(out)], capture_output=True,
-                       text=True, timeout=120, cwd=ROOT, env=env)
+    r = subprocess.run([*SUITE, "--out", str(out)], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                       env=env)
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert lines[0].startswith("gpu_suite: no GPU here") and "--dry-run" in lines[0], lines[0]
@@ -58,8 +57,7 @@ def test_a_non_finite_budget_or_target_is_refused(tmp_path, capsys, flag, value)
 # both deaf to TERM (an ignored signal stays ignored across exec), so only KILL ends them.
 DRIVER = textwrap.dedent("""\
     import sys
-    sys.path.insert(0, sys.argv[1])
-    import gpu_suite, gpu_suite_record
+    from dawnbench_fast.gpu_suite import record as gpu_suite_record, suite as gpu_suite
 
     gpu_suite_record.STOP_GRACE_S = 1.0
     CHILD = '''
@@ -73,12 +71,12 @@ DRIVER = textwrap.dedent("""\
 
     def stand_in(suite, args):
         suite.part("ops")
-        gpu_suite_record.run_logged(suite, [sys.executable, "-c", CHILD, sys.argv[3]], "child.log", 600)
+        gpu_suite_record.run_logged(suite, [sys.executable, "-c", CHILD, sys.argv[2]], "child.log", 600)
         suite.end("ops")
 
     gpu_suite.RUNNERS["ops"] = stand_in
     gpu_suite.environment = lambda: {"recorded": "now"}
-    sys.exit(gpu_suite.main(["--out", sys.argv[2], "--dry-run", "--only", "ops"]))
+    sys.exit(gpu_suite.main(["--out", sys.argv[1], "--dry-run", "--only", "ops"]))
     """)
 
 
@@ -88,7 +86,7 @@ def test_a_stop_signal_ends_the_runs_the_suite_started_and_is_recorded(tmp_path,
     if not Path("/proc/self/stat").exists():
         pytest.skip("needs /proc to see the processes")
     out = tmp_path / "suite"
-    proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(BENCH), str(out), "1" if ignore_term else "0"],
+    proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(out), "1" if ignore_term else "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     pids: list[int] = []
     log = out / "logs" / "child.log"
@@ -123,8 +121,8 @@ def test_a_damaged_suite_json_in_out_is_one_line_and_left_as_it_was(tmp_path, da
     out.mkdir()
     (out / "suite.json").write_bytes(damage)
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    r = subprocess.run([sys.executable, str(BENCH / "gpu_suite.py"), "--out", str(out), "--dry-run",
-                        "--only", "ops"], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    r = subprocess.run([*SUITE, "--out", str(out), "--dry-run", "--only", "ops"], capture_output=True,
+                       text=True, timeout=120, cwd=ROOT, env=env)
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert lines[0].startswith("gpu_suite: --out ") and str(out / "suite.json") in lines[0], lines[0]

@@ -1,6 +1,6 @@
-"""The GPU sweep scripts (issue 30). benchmarks/gpu_sweep_bn_act.py: its dry
+"""The GPU sweep scripts (issue 30). dawnbench_fast/gpu_suite/sweep_bn_act.py: its dry
 run goes through every configuration of both faces on the CPU (Triton's
-interpreter, the C++ build). benchmarks/gpu_sweep_conv_group.py: its dry run
+interpreter, the C++ build). dawnbench_fast/gpu_suite/sweep_conv_group.py: its dry run
 launches the conv group's two Triton GEMM kernels at every call of the
 recipe's step with two configurations each (batch 1), compares each
 configuration's outputs with the first's; its winners skip configurations
@@ -18,21 +18,20 @@ from pathlib import Path
 
 import pytest
 
+from dawnbench_fast.gpu_suite import sweep_bn_act as gpu_sweep_bn_act
+from dawnbench_fast.gpu_suite import sweep_conv_group as conv_sweep
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import gpu_sweep_bn_act  # noqa: E402
-import gpu_sweep_conv_group as conv_sweep  # noqa: E402
 
 
-def _run(script: str, *args: str) -> subprocess.CompletedProcess:
+def _run(module: str, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args], capture_output=True,
-                          text=True, timeout=300, env=env, cwd=ROOT)
+    return subprocess.run([sys.executable, "-m", f"dawnbench_fast.gpu_suite.{module}", *args],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
 
 
 def test_dry_run_goes_through_every_configuration(tmp_path):
-    r = _run("gpu_sweep_bn_act.py", "--out", str(tmp_path), "--dry-run")
+    r = _run("sweep_bn_act", "--out", str(tmp_path), "--dry-run")
     assert r.returncode == 0, r.stderr[-2000:]
     rec = json.loads((tmp_path / "sweep.json").read_text())
     n_triton = len(list(gpu_sweep_bn_act.triton_configs()))
@@ -58,7 +57,7 @@ def test_winners_are_the_fastest_timed_rows():
                                                "cuda": {"partitions_max": 528, "total_ms": 0.9}}
 
 
-@pytest.mark.parametrize("script", ["gpu_sweep_bn_act.py", "gpu_sweep_conv_group.py"])
+@pytest.mark.parametrize("script", ["sweep_bn_act", "sweep_conv_group"])
 def test_without_a_gpu_it_refuses_in_one_line(tmp_path, script):
     r = _run(script, "--out", str(tmp_path / "o"))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--dry-run" in r.stderr
@@ -66,7 +65,7 @@ def test_without_a_gpu_it_refuses_in_one_line(tmp_path, script):
 
 
 def test_dry_run_launches_every_call_with_two_configurations(tmp_path):
-    r = _run("gpu_sweep_conv_group.py", "--out", str(tmp_path), "--dry-run", "--batch", "1", "--first", "2")
+    r = _run("sweep_conv_group", "--out", str(tmp_path), "--dry-run", "--batch", "1", "--first", "2")
     assert r.returncode == 0, r.stderr[-2000:]
     rec = json.loads((tmp_path / "sweep.json").read_text())
     rows = rec["rows"]

@@ -154,7 +154,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("reporting",),
     ("runner",),
     ("cifar", "imagenet"),
-    ("analyze",),
+    ("analyze", "gpu_suite"),
     ("__main__",),
 )
 FLOOR_OF = {room: level for level, rooms in enumerate(FLOORS) for room in rooms}

@@ -20,7 +20,7 @@ What it reads (dawnbench_fast/analyze/result_files.py):
   differed from it (run.json ``git``). Newer compare.json files carry
   compare.py's own ``provenance`` (commit, dirty, CPU, start time): where
   both exist, a run is dirty if either says so;
-- every ``suite.json`` of the GPU suite (benchmarks/gpu_suite.py) with a
+- every ``suite.json`` of the GPU suite (dawnbench_fast/gpu_suite/) with a
   ``peer`` part: ours and the published recipe on the same GPU in blocks;
   ours' run.json files committed beside it give the commit, else the suite's
   ``environment.git``;

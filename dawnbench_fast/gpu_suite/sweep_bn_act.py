@@ -2,7 +2,7 @@
 write the table, name the winners (a lent GPU is not under your hands
 between commands, so the whole sweep is one run).
 
-    python benchmarks/gpu_sweep_bn_act.py --out DIR [--batch N] [--dry-run]
+    python -m dawnbench_fast.gpu_suite.sweep_bn_act --out DIR [--batch N] [--dry-run]
 
 Sweeps, at the recipe's three BN shapes (bf16 channels_last, GELU, forward +
 backward with a given gradient, as the GPU suite's ops part times them):
@@ -38,13 +38,9 @@ if "--dry-run" in sys.argv[1:]:  # before anything imports triton, which reads i
 
 import torch  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from gpu_sweeps import patched, refusal, write_record  # noqa: E402
-
 from dawnbench_fast import dispatch  # noqa: E402
 from dawnbench_fast.cifar.recipe import CifarRecipe  # noqa: E402
+from dawnbench_fast.gpu_suite.sweeps import patched, refusal, write_record  # noqa: E402
 
 TRITON_GRID = {"rows": (32, 64, 128), "block_c": (32, 64, 128), "warps": (4, 8)}
 # one structural change at a time from the defaults (a row each)
@@ -89,13 +85,13 @@ def shapes(batch: int) -> list[tuple[int, int, int]]:
 
 def _time(fn: Callable[[], object], dry_run: bool) -> float | None:
     """The call's kernel milliseconds (the profiler's sum of kernel durations,
-    benchmarks/gpu_suite_ops.py): the tile configuration changes the kernels,
+    gpu_suite/ops.py): the tile configuration changes the kernels,
     and the eager wall time is the host's (H100, 2026-11-26: 1.2 ms of wall
     around 0.2 ms of kernels), which would rank the configurations by noise."""
     fn()
     if dry_run:
         return None
-    from gpu_suite_ops import kernel_time
+    from dawnbench_fast.gpu_suite.ops import kernel_time
 
     return float(kernel_time(fn, calls=20)["kernel_ms"])
 

@@ -1,4 +1,4 @@
-"""The GPU suite's record (benchmarks/gpu_suite.py): suite.json and suite.log
+"""The GPU suite's record (gpu_suite/suite.py): suite.json and suite.log
 in the output folder, each part's status and budget, and the subprocesses
 whose output goes to logs/; the check that a GPU is there
 (:func:`gpu_missing`) and what a stop signal does (:func:`stop_on_signals`).
@@ -11,31 +11,45 @@ folder fill the same file (docs/GPU_SUITE.md documents its keys).
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
+from typing import Protocol
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # the checkout's package: it may not be installed yet (the build part
-    sys.path.insert(0, str(REPO))  # installs it); stopping.py needs only the standard library
-
-from dawnbench_fast.runner import stopping  # noqa: E402
-from dawnbench_fast.runner.stopping import end_group  # noqa: E402  (one way to end a run's group)
+# Run from the repository root (``python -m``), the source tree's package is found before it is
+# installed (the build part installs it); stopping.py needs only the standard library.
+from dawnbench_fast.runner import stopping
+from dawnbench_fast.runner.stopping import end_group  # one way to end a run's group
 
 SCHEMA_VERSION = 1
 
 
 class UsageError(ValueError):
     """A bad flag or path: one line on stderr, exit status 2."""
+
+
+def comma_list(text: str, allowed: tuple[str, ...], flag: str, what: str) -> list[str]:
+    """The names of a comma-separated flag (``--only``, ``--stages``), each one
+    of ``allowed`` and at least one; else a :class:`UsageError` listing them."""
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    if not names or set(names) - set(allowed):
+        raise UsageError(f"{flag} {text}: {what} are {', '.join(allowed)}")
+    return names
+
+
+def add_trainer_args(p: argparse.ArgumentParser) -> None:
+    """``--trainer-args ...``: the rest of the line, for every trainer command."""
+    p.add_argument("--trainer-args", nargs=argparse.REMAINDER, default=[],
+                   help="the rest of the line goes to every trainer command (last flag)")
 
 
 def now() -> str:
@@ -203,7 +217,18 @@ def stop_on_signals() -> Iterator[None]:
 # -- subprocesses ---------------------------------------------------------------------------------
 
 
-def run_logged(suite: Suite, cmd: list[str], log_name: str, timeout: float, cwd: Path | None = None,
+class Logs(Protocol):
+    """Where :func:`run_logged` writes: a folder (``out``, whose ``logs/`` gets
+    each child's output) and a log line for each command started. A
+    :class:`Suite` is one; so is the measuring script's (measure.py), which
+    starts the suite's own commands and must not hold a copy of suite.json."""
+
+    out: Path
+
+    def log(self, line: str) -> None: ...
+
+
+def run_logged(suite: Logs, cmd: list[str], log_name: str, timeout: float, cwd: Path | None = None,
                env: dict[str, str] | None = None) -> tuple[int | None, float, Path]:
     """Run ``cmd`` with its output in DIR/logs/``log_name``; (exit status or
     None when stopped at ``timeout``, wall seconds, the log's path)."""

@@ -3,7 +3,7 @@ configuration at every conv call the recipe's step makes, beside cuDNN's time
 for the same call, as a table (a lent GPU is not under your hands between
 commands, so the whole sweep is one run).
 
-    python benchmarks/gpu_sweep_conv_group.py --out DIR [--batch N] [--budget S] [--dry-run]
+    python -m dawnbench_fast.gpu_suite.sweep_conv_group --out DIR [--batch N] [--budget S] [--dry-run]
 
 The calls, per conv group of the default recipe (bf16, NHWC, its activation):
 the pooled first conv with statistics, the second conv with statistics (and
@@ -12,7 +12,7 @@ gradients (the forward kernel on flipped filters), and the two weight
 gradients (kernels/conv_group_wgrad.py). Configurations patch
 ``conv_blocks`` / ``wgrad_blocks`` of kernels/conv_group.py (the defaults
 every run takes); each is timed by its
-kernels' own time (the profiler's sum, as gpu_sweep_bn_act.py), with the
+kernels' own time (the profiler's sum, as sweep_bn_act.py), with the
 registers and spills Triton reports for it. cuDNN's row times
 ``F.conv2d`` (forward, data gradient) and ``aten.convolution_backward``
 (weight gradient) on the same tensors.
@@ -24,9 +24,9 @@ it measured (compiles dominate: several seconds a configuration).
 ``--dry-run`` runs every configuration once at a tiny batch in Triton's
 interpreter, timing nothing.
 
-    python benchmarks/gpu_sweep_conv_group.py --apply DIR/sweep.json -- SUITE_ARGS
+    python -m dawnbench_fast.gpu_suite.sweep_conv_group --apply DIR/sweep.json -- SUITE_ARGS
 
-runs benchmarks/gpu_suite.py with SUITE_ARGS in this process, each launch's
+runs the GPU suite (gpu_suite/suite.py) with SUITE_ARGS in this process, each launch's
 (Cin, Cout) taking its winner from DIR/sweep.json: the ops part's conv group
 timed with the winners in the same command as the sweep, before they are
 written into conv_blocks/wgrad_blocks.
@@ -49,13 +49,8 @@ if "--dry-run" in sys.argv[1:]:  # before anything imports triton, which reads i
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from gpu_sweeps import patched, refusal, write_record  # noqa: E402
-
 from dawnbench_fast.cifar.recipe import CifarRecipe  # noqa: E402
+from dawnbench_fast.gpu_suite.sweeps import patched, refusal, write_record  # noqa: E402
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages), the first the reference of the error
 # column (the first run's winners, docs/results/gpu-h100-2026-11-26b; the defaults,
@@ -200,7 +195,7 @@ def _output(out: object) -> torch.Tensor:
 def _kernel_ms(fn: Callable[[], object], dry_run: bool) -> float | None:
     if dry_run:
         return None
-    from gpu_suite_ops import kernel_time
+    from dawnbench_fast.gpu_suite.ops import kernel_time
 
     return float(kernel_time(fn, calls=10)["kernel_ms"])
 
@@ -309,17 +304,17 @@ def _apply_and_run_suite(path: Path, suite_args: list[str]) -> int:
         return 2
     print(f"winners applied: {json.dumps({k: {str(p): c for p, c in v.items()} for k, v in table.items()})}",
           flush=True)
-    import gpu_suite
+    from dawnbench_fast.gpu_suite import suite
 
     with applied(table):
-        return gpu_suite.main(suite_args)
+        return suite.main(suite_args)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, help="folder of sweep.json and sweep.md (required unless --apply)")
     ap.add_argument("--apply", type=Path, metavar="SWEEP_JSON",
-                    help="run gpu_suite.py with the arguments after -- and this sweep's winners")
+                    help="run the GPU suite with the arguments after -- and this sweep's winners")
     ap.add_argument("suite_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     ap.add_argument("--batch", type=int, help="images a step (default: the recipe's; 2 in a dry run)")
     ap.add_argument("--budget", type=float, default=300.0,

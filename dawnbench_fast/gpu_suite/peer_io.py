@@ -1,4 +1,4 @@
-"""The files the GPU suite (benchmarks/gpu_suite.py) reads and writes around
+"""The files the GPU suite (gpu_suite/suite.py) reads and writes around
 its subprocesses: the published script's data and console table, the
 roofline report's summary, and Nsight Compute's CSV inside its log.
 

@@ -1,8 +1,8 @@
-"""The GPU suite's training parts (benchmarks/gpu_suite.py): ``trainer``, our
+"""The GPU suite's training parts (gpu_suite/suite.py): ``trainer``, our
 CIFAR-10 default over several seeds in one process, and ``peer``, the
 published airbench94_muon.py run unchanged beside ours in interleaved blocks.
 Both read our runs back from their run.json (docs/RUN_JSON.md) and the
-peer's from its console table (benchmarks/gpu_suite_peer.py).
+peer's from its console table (gpu_suite/peer_io.py).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-import gpu_suite_peer as peer_io
-from gpu_suite_record import Suite, run_logged, tail
+from dawnbench_fast.gpu_suite import peer_io
+from dawnbench_fast.gpu_suite.record import Suite, run_logged, tail
 
 # The trainer's flags in a dry run: enough steps to go through warm-up, training,
 # the final TTA evaluation and the latency loop, on the CPU, in seconds.
@@ -100,7 +100,8 @@ def part_peer(suite: Suite, args: argparse.Namespace) -> None:
             rec["note"] = f"stopped after {b} block(s): another would pass the part's budget"
             break
         t0 = time.monotonic()
-        block = {"order": ["ours", "peer"] if b % 2 == 0 else ["peer", "ours"]}
+        # --peer-first: the published script opens the first block (the measuring script's order)
+        block = {"order": ["ours", "peer"] if (b + args.peer_first) % 2 == 0 else ["peer", "ours"]}
         rec["blocks"].append(block)
         for side in block["order"]:
             block[side] = run_side(suite, args, side, b, runs, script, workdir)

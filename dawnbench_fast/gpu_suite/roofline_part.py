@@ -1,4 +1,4 @@
-"""The GPU suite's roofline part (benchmarks/gpu_suite.py): a profiled
+"""The GPU suite's roofline part (gpu_suite/suite.py): a profiled
 training step through the roofline report, then Nsight Compute on its top
 kernels where ncu is there and allowed to read the counters."""
 
@@ -9,9 +9,9 @@ import re
 import shutil
 import sys
 
-import gpu_suite_peer as peer_io
-from gpu_suite_record import Suite, run_logged, tail
-from gpu_suite_training import trainer_command
+from dawnbench_fast.gpu_suite import peer_io
+from dawnbench_fast.gpu_suite.record import Suite, run_logged, tail
+from dawnbench_fast.gpu_suite.training_parts import trainer_command
 
 
 def part_roofline(suite: Suite, args: argparse.Namespace) -> None:
@@ -52,8 +52,10 @@ def run_ncu(suite: Suite, args: argparse.Namespace, kernels: list[str]) -> dict:
     (each launch is replayed per metric pass: the whole step would take
     long), then the roofline report with its measured bytes and FLOPs."""
     ncu = shutil.which("ncu")
-    if suite.dry_run or ncu is None or not kernels:
-        why = "dry run" if suite.dry_run else ("ncu not found on PATH" if ncu is None else "no GPU kernels")
+    if suite.dry_run or ncu is None or not kernels or args.ncu_kernels < 1:
+        why = "dry run" if suite.dry_run else ("ncu not found on PATH" if ncu is None else
+                                               "not asked for (--ncu-kernels 0)" if args.ncu_kernels < 1
+                                               else "no GPU kernels")
         return {"status": "skipped", "reason": why}
     folder = suite.out / "roofline_ncu"
     csv = suite.out / "roofline" / "ncu.csv"

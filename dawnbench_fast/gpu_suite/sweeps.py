@@ -1,4 +1,4 @@
-"""What the GPU sweep scripts (gpu_sweep_bn_act.py, gpu_sweep_conv_group.py)
+"""What the GPU sweep scripts (sweep_bn_act.py, sweep_conv_group.py)
 share: a configuration applied by patching module attributes, the one-line
 refusal where a sweep cannot run, and the record written at the end."""
 
@@ -10,9 +10,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import torch
-from gpu_suite_record import gpu_missing
 
 from dawnbench_fast import atomic
+from dawnbench_fast.gpu_suite.record import gpu_missing
 
 
 @contextmanager

@@ -1,7 +1,7 @@
 """The roofline bound of every custom GPU op at the recipe's shapes, beside
 torch's measured time and ours: where a win is possible, and how large.
 
-    python benchmarks/gpu_bounds.py [--measured FILE] [--batch N] [--markdown]
+    python -m dawnbench_fast.gpu_suite.bounds [--measured FILE] [--batch N] [--markdown]
 
 A bound is max(bytes / DRAM bandwidth, FLOPs / tensor-core peak) on each GPU
 of roofline/peaks.py named here (H100 SXM, H200). The bytes are what the
@@ -25,11 +25,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from dawnbench_fast.cifar.recipe import CifarRecipe
+from dawnbench_fast.roofline.peaks import table_entry
 
-from dawnbench_fast.cifar.recipe import CifarRecipe  # noqa: E402
-from dawnbench_fast.roofline.peaks import table_entry  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]  # the checkout, whose docs/results hold the default
 
 DEFAULT_MEASURED = ROOT / "docs/results/gpu-h100/bench_kernels_2026-11-23.json"
 GPUS = ("H100 SXM", "H200")
@@ -50,7 +49,7 @@ def rows(batch: int) -> list[Row]:
     """Every custom GPU op at the default recipe's shapes with ``batch`` images."""
     r = CifarRecipe()
     w0, w1, w2 = r.widths
-    act = r.act  # the GPU suite names its cases by the recipe's activation (gpu_suite_ops.cases)
+    act = r.act  # the GPU suite names its cases by the recipe's activation (gpu_suite/ops.py cases)
     out = [Row("augment", f"b={batch} 32x32x3 u8 -> bf16", 0.0, batch * 3 * 32 * 32 * (1 + BF16),
                ("augment -> bf16, batch {b}", "augment b={b} from 50000 images"), "crop read + bf16 write")]
     bn_shapes = ((w0, 15), (w1, 7), (w2, 3))

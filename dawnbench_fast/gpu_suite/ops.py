@@ -1,4 +1,4 @@
-"""The GPU suite's ops part (benchmarks/gpu_suite.py): every custom op of the
+"""The GPU suite's ops part (gpu_suite/suite.py): every custom op of the
 dispatch catalogue at the recipe's shapes, each face timed against torch
 eager and torch.compile of the op's reference, with its error against torch
 eager.

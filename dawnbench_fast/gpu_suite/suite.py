@@ -2,9 +2,9 @@
 build, the CIFAR-10 trainer's time to 94%, the published recipe beside it,
 every custom op against torch, and a roofline of the training step.
 
-    python benchmarks/gpu_suite.py --out DIR [--only build,trainer,peer,ops,roofline]
-                                   [--peer PATH/airbench94_muon.py] [--data-dir CIFAR_DIR]
-    python benchmarks/gpu_suite.py --out DIR --dry-run      # every part on tiny shapes, no timing (CPU)
+    python -m dawnbench_fast.gpu_suite --out DIR [--only build,trainer,peer,ops,roofline]
+                                       [--peer PATH/airbench94_muon.py] [--data-dir CIFAR_DIR]
+    python -m dawnbench_fast.gpu_suite --out DIR --dry-run      # every part on tiny shapes, no timing (CPU)
 
 Each part is one step of a measurement campaign on a lent machine whose
 commands are cut at about ten minutes, so each keeps to ``--part-budget``
@@ -15,7 +15,7 @@ leaves everything it finished. Several commands with the same ``--out``
 (one part each) fill the same suite.json.
 
 ``--dry-run`` goes through every part on the CPU at tiny sizes: a few training
-steps, one block of a stand-in for the published script (benchmarks/peer_standin.py:
+steps, one block of a stand-in for the published script (gpu_suite/peer_standin.py:
 no compile, no CUDA), each op once, a one-step profile. It checks the plumbing,
 not the speed; the tests run it.
 """
@@ -34,11 +34,22 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from gpu_suite_record import Stopped, Suite, UsageError, gpu_missing, now, run_logged, stop_on_signals, tail
-from gpu_suite_roofline import part_roofline
-from gpu_suite_training import part_peer, part_trainer
+from dawnbench_fast.gpu_suite.record import (
+    Stopped,
+    Suite,
+    UsageError,
+    add_trainer_args,
+    comma_list,
+    gpu_missing,
+    now,
+    run_logged,
+    stop_on_signals,
+    tail,
+)
+from dawnbench_fast.gpu_suite.roofline_part import part_roofline
+from dawnbench_fast.gpu_suite.training_parts import part_peer, part_trainer
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]  # the checkout the build part installs
 PARTS = ("build", "trainer", "peer", "ops", "roofline")
 PART_BUDGET_S = 540.0  # a lent machine cuts a command at 600 s: leave room for start and copy-back
 
@@ -148,8 +159,8 @@ def part_build(suite: Suite, args: argparse.Namespace) -> None:
 def part_ops(suite: Suite, args: argparse.Namespace) -> None:
     """Every custom op at the recipe's shapes: torch eager, torch.compile and
     our Triton and CUDA faces (CPU face in a dry run), with their error
-    against torch eager (benchmarks/gpu_suite_ops.py)."""
-    import gpu_suite_ops
+    against torch eager (gpu_suite/ops.py)."""
+    from dawnbench_fast.gpu_suite import ops as gpu_suite_ops
 
     ops = set(args.ops.split(",")) if args.ops else None
     # an ops part split over commands (--ops) keeps the other ops' cases of the earlier ones
@@ -194,7 +205,8 @@ RUNNERS: dict[str, Callable[[Suite, argparse.Namespace], None]] = {
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python benchmarks/gpu_suite.py", description=__doc__.splitlines()[0],
+    p = argparse.ArgumentParser(prog="python -m dawnbench_fast.gpu_suite",
+                                description=__doc__.splitlines()[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--out", required=True, help="folder of suite.json, suite.log and the runs' files")
     p.add_argument("--only", default=",".join(PARTS), help=f"comma-separated parts of {', '.join(PARTS)} "
@@ -208,10 +220,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="trainer part: the first seed")
     p.add_argument("--peer-runs", type=int, default=3, help="peer part: runs per block, each side")
     p.add_argument("--peer-blocks", type=int, default=2, help="peer part: blocks per side (if time allows)")
+    p.add_argument("--peer-first", action="store_true",
+                   help="peer part: the published script opens the first block (else ours does)")
     p.add_argument("--latency-images", type=int, default=1000, help="trainer: images timed one at a time")
     p.add_argument("--target", type=float, default=0.94, help="the accuracy both sides are held to")
     p.add_argument("--profile-steps", type=int, default=3, help="roofline part: profiled steps")
-    p.add_argument("--ncu-kernels", type=int, default=5, help="roofline part: top kernels ncu measures")
+    p.add_argument("--ncu-kernels", type=int, default=5, help="roofline part: top kernels ncu measures "
+                   "(0: no ncu)")
     p.add_argument("--ops", metavar="OP[,OP]", help="ops part: only these catalogued ops (default: all; "
                    "torch.compile compiles each case, so a slow host may need two commands)")
     p.add_argument("--winners-out", metavar="PATH",
@@ -219,19 +234,14 @@ def parser() -> argparse.ArgumentParser:
                         "committed table with this GPU's entry merged in, to copy to "
                         "dawnbench_fast/kernel_winners.json")
     p.add_argument("--rebuild", action="store_true", help="build part: build even if the extension loads")
-    p.add_argument("--trainer-args", nargs=argparse.REMAINDER, default=[],
-                   help="the rest of the line goes to every trainer command (last flag)")
+    add_trainer_args(p)
     return p
 
 
 def check_args(args: argparse.Namespace) -> list[str]:
-    parts = [s.strip() for s in args.only.split(",") if s.strip()]
-    bad = [s for s in parts if s not in PARTS]
-    if bad or not parts:
-        raise UsageError(f"--only {args.only}: parts are {', '.join(PARTS)}")
+    parts = comma_list(args.only, PARTS, "--only", "parts")
     if args.ops:
-        if str(REPO) not in sys.path:  # the catalogue is read from the checkout: the package may
-            sys.path.insert(0, str(REPO))  # not be installed yet (the build part installs it)
+        # read from the source tree (python -m from the root) when the package is not installed yet
         from dawnbench_fast.dispatch import CATALOGUE
 
         unknown = sorted(set(args.ops.split(",")) - set(CATALOGUE))

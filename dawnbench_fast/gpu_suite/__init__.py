@@ -1,0 +1,17 @@
+"""The GPU suite and its companions: what measures the project on a lent GPU
+(docs/GPU_SUITE.md). Each is a command run from the repository root, where
+``python -m`` finds this source tree before the package is installed (the
+suite's ``build`` part is what installs it on a fresh GPU machine):
+
+- ``python -m dawnbench_fast.gpu_suite``: the suite's parts (``suite.py``);
+- ``python -m dawnbench_fast.gpu_suite.measure``: the prepared measuring
+  script a session with a lent GPU runs first (docs/GPU_SUITE.md);
+- ``python -m dawnbench_fast.gpu_suite.bounds``: each op's roofline bound
+  beside its measured times;
+- ``python -m dawnbench_fast.gpu_suite.sweep_bn_act`` and
+  ``... .sweep_conv_group``: launch configurations, timed.
+
+Nothing here is imported by the trainers; this package imports nothing that
+needs Triton at import time, so that a sweep's ``--dry-run`` can still set
+``TRITON_INTERPRET`` before triton is first imported.
+"""
