@@ -5,6 +5,7 @@ kernels where ncu is there and allowed to read the counters."""
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shutil
 import sys
@@ -28,6 +29,9 @@ def part_roofline(suite: Suite, args: argparse.Namespace) -> None:
     if rc != 0 or not report.exists():
         return suite.end("roofline", "failed", tail(log))
     rec.update(report_dir=str(report.parent), **peer_io.roofline_summary(report))
+    timeline = report.parent / "timeline.json"  # the timed step's kernel time, GPU idle, launches
+    if timeline.exists():
+        rec["timeline"] = json.loads(timeline.read_text())
     suite.save()
     rec["ncu"] = run_ncu(suite, args, rec.get("top_kernels", []))
     suite.end("roofline")
