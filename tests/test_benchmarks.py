@@ -22,6 +22,7 @@ BENCH = ROOT / "benchmarks"
 # Studies of a whole run or a trained model, not timings of kernels or steps:
 # they stay scripts (docs/PERFORMANCE.md, "How to run, save and compare").
 SCRIPTS = {"bench_selective_tta.py", "bench_tta_views.py", "roofline_cifar_step.py", "gpu_suite.py",
+           "bench_in_step.py",
            "gpu_bounds.py", "gpu_sweep_bn_act.py", "gpu_sweep_conv_group.py"}
 # the GPU suite's modules (tests/test_gpu_suite.py) and the stand-in for the published script
 HELPERS = {"conftest.py", "knobs.py", "script_entry.py", "gpu_suite_ops.py", "gpu_suite_peer.py",
