@@ -1,5 +1,5 @@
-"""The in-step benchmark (issue 46, cifar/step_timing.py and
-benchmarks/bench_in_step.py): its arms, its CPU dry run (the static step's
+"""The in-step benchmark (issue 46, cifar/step_timing.py, cifar/step_arms.py
+and benchmarks/bench_in_step.py): its arms, its CPU dry run (the static step's
 body timed eagerly at tiny shapes, two arms, the result file's structure),
 its budget, and the captured step's kernel time by group from kernel names
 (cifar/step_kernels.py)."""
@@ -17,7 +17,7 @@ import torch
 from support.cifar_data import cifar_dir
 
 from dawnbench_fast import dispatch
-from dawnbench_fast.cifar import step_kernels, step_timing
+from dawnbench_fast.cifar import step_arms, step_kernels, step_timing
 from dawnbench_fast.roofline.trace import Kernel, Trace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,26 +29,26 @@ def _cpu_reason() -> str | None:
 
 
 def test_an_arm_switches_one_op_and_leaves_the_others_on_torch():
-    assert step_timing.parse_arm("torch").whole == "torch"
-    arm = step_timing.parse_arm("bn_act=cpu")
+    assert step_arms.parse_arm("torch").whole == "torch"
+    arm = step_arms.parse_arm("bn_act=cpu")
     assert arm.single_op() == ("bn_act", "cpu")
-    assert step_timing.parse_arm("bn_act=triton+augment=cuda").single_op() is None
+    assert step_arms.parse_arm("bn_act=triton+augment=cuda").single_op() is None
     for bad in ("fast", "pool=triton", "bn_act=auto", "bn_act=gpu"):
         with pytest.raises(ValueError, match="arm"):
-            step_timing.parse_arm(bad)
+            step_arms.parse_arm(bad)
     with pytest.raises(dispatch.KernelsUnavailable, match="bn_act=cuda"):
-        step_timing.arm_backend(step_timing.parse_arm("bn_act=cuda"), CPU)
+        step_arms.arm_backend(step_arms.parse_arm("bn_act=cuda"), CPU)
     if _cpu_reason() is not None:
         pytest.skip(f"--kernels cpu unavailable here: {_cpu_reason()}")
     with pytest.raises(dispatch.KernelsUnavailable, match="linear has no cpu face"):
-        step_timing.arm_backend(step_timing.parse_arm("linear=cpu"), CPU)
-    backend = step_timing.arm_backend(arm, CPU)
+        step_arms.arm_backend(step_arms.parse_arm("linear=cpu"), CPU)
+    backend = step_arms.arm_backend(arm, CPU)
     assert isinstance(backend, dispatch.PerOpBackend)
     table = dispatch.op_table(backend)
     assert table["bn_act"]["backend"] == "cpu"
     assert {row["backend"] for op, row in table.items() if op != "bn_act"} == {"torch"}
     assert "bn_act=cpu" in table["bn_act"]["why"]
-    assert "bn_act=cpu" in step_timing.default_arms(CPU)
+    assert "bn_act=cpu" in step_arms.default_arms(CPU)
 
 
 def _dry_run(out: Path, arms: str, *extra: str) -> subprocess.CompletedProcess:
@@ -85,8 +85,16 @@ def test_the_cpu_dry_run_times_two_arms_and_writes_their_records(tmp_path):
     # the same seed's first step on the same weights: bn_act's faces agree to float rounding
     assert arms[1]["first_loss"] == pytest.approx(arms[0]["first_loss"], rel=1e-4)
     assert "x torch's" in r.stdout
+    # the result as the winners table reads it: a CPU face is no GPU's winner
+    table = tmp_path / "winners.json"
+    assert step_timing.main(["--winners-from", str(out), "--winners-out", str(table),
+                             "--gpu-name", "Dry Run GPU"]) == 0
+    entry = json.loads(table.read_text())["gpus"]["Dry Run GPU"]
+    assert entry["in_step"]["arms"]["torch"] == arms[0]["step_ms"]["median"]
+    assert not any(row.get("source") == "in-step" for row in entry["ops"].values())
 
 
+@pytest.mark.slow
 def test_an_arm_in_a_process_of_its_own_and_one_that_cannot_run(tmp_path):
     """The GPU's path (each arm its own process), on the CPU; an arm whose
     face cannot run here is a record saying why, and the next arm still runs."""
