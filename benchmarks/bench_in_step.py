@@ -8,9 +8,9 @@ command line:
     python benchmarks/bench_in_step.py --out dry.json --device cpu --dry-run --replays 3   # the CPU check
 
 A study of the whole step, not a pytest-benchmark module (tests/test_benchmarks.py
-lists it among the scripts); docs/PERFORMANCE.md, "The step's kernels timed
-inside the captured step", says how to run it in a GPU session and how its
-result becomes the winners table of ``--kernels auto``.
+lists it among the scripts); docs/GPU_SUITE.md, "The in-step benchmark",
+says how to run it in a GPU session and how its result becomes the winners
+table of ``--kernels auto``.
 """
 
 from __future__ import annotations

@@ -15,13 +15,17 @@ says would not finish in it, and a running arm's process is ended at the
 budget; the result file is rewritten atomically after every arm, so a
 command killed at its limit keeps what it measured. The result also
 becomes the winners table of ``--kernels auto`` (kernel_winners.py,
-``--winners-out``). docs/PERFORMANCE.md says how to run it on a GPU.
+``--winners-out``). docs/GPU_SUITE.md ("The in-step benchmark") says how
+to run it on a GPU.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -97,16 +101,18 @@ def arm_here(settings: Settings, arm: Arm, ready: tuple | None = None) -> dict:
         return {"arm": arm.name, "status": "error", "reason": f"{type(e).__name__}: {e}"}
 
 
-def arm_in_process(settings: Settings, arm: Arm, timeout_s: float) -> dict:
+def arm_in_process(settings: Settings, arm: Arm, timeout_s: float, log: Path | None = None) -> dict:
     """One arm in a Python process of its own (``python -m
-    dawnbench_fast.cifar.step_timing --one-arm``), ended at ``timeout_s``."""
+    dawnbench_fast.cifar.step_timing --one-arm``), ended at ``timeout_s``;
+    its output kept in ``log`` where given."""
     with tempfile.TemporaryDirectory(prefix="in_step_arm_") as tmp:
         spec, out = Path(tmp) / "spec.json", Path(tmp) / "arm.json"
         spec.write_text(json.dumps({"settings": dataclasses.asdict(settings), "arm": arm.name}))
         cmd = [sys.executable, "-m", "dawnbench_fast.cifar.step_timing", "--one-arm", str(spec), str(out)]
-        try:
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=max(1.0, timeout_s))
-        except subprocess.TimeoutExpired:
+        r = run_ended_at(cmd, timeout_s)
+        if log is not None:
+            atomic.write_text(log, f"$ {' '.join(cmd)}\n{r.stdout}{r.stderr}")
+        if r.returncode is None:
             return {"arm": arm.name, "status": "stopped at the budget",
                     "reason": f"its process was ended after {timeout_s:.0f} s, the budget left"}
         if out.exists():
@@ -124,6 +130,27 @@ def unavailable(arm: Arm, device: torch.device) -> str | None:
     except dispatch.KernelsUnavailable as e:
         return str(e)
     return None
+
+
+def run_ended_at(cmd: list[str], timeout_s: float) -> subprocess.CompletedProcess:
+    """``cmd`` in a process session of its own, its output captured; at
+    ``timeout_s`` the whole session (Inductor's compile workers too) gets
+    TERM, then KILL ten seconds later, and ``returncode`` is None."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=max(1.0, timeout_s))
+        return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+    except subprocess.TimeoutExpired:
+        for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, None)):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig)
+            try:
+                out, err = proc.communicate(timeout=wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        return subprocess.CompletedProcess(cmd, None, out or "", err or "")
 
 
 def header(settings: Settings, device: torch.device, arms: list[Arm], budget_s: float, isolate: bool) -> dict:
@@ -154,6 +181,7 @@ def time_in_step(cfg_overrides: list[str], arms: list[str], replays: int = 200, 
     ready = None if apart else prepared(settings)
     result = header(settings, dev, parsed, budget_s, apart)
     t0, took = time.perf_counter(), []
+    logs = None if out is None else Path(out).with_suffix(".logs")  # each arm's process's output
     for arm in parsed:
         left = budget_s - (time.perf_counter() - t0)
         mean = statistics.fmean(took) if took else 0.0
@@ -165,7 +193,8 @@ def time_in_step(cfg_overrides: list[str], arms: list[str], replays: int = 200, 
                                    f"{budget_s:.0f} s budget left; an arm so far took {mean:.0f} s"})
         else:
             t = time.perf_counter()
-            rec = arm_in_process(settings, arm, left) if apart else arm_here(settings, arm, ready)
+            log = None if logs is None else logs / f"{arm.name.replace('+', '_')}.log"
+            rec = arm_in_process(settings, arm, left, log) if apart else arm_here(settings, arm, ready)
             took.append(time.perf_counter() - t)
             result["arms"].append({**rec, "wall_s": took[-1]})
         if out is not None:

@@ -104,6 +104,16 @@ def test_an_arm_in_a_process_of_its_own_and_one_that_cannot_run(tmp_path):
     arms = json.loads(out.read_text())["arms"]
     assert arms[0]["status"] == "unavailable" and "CUDA" in arms[0]["reason"]
     assert arms[1]["status"] == "ok" and arms[1]["kernel_time_why"].startswith("not profiled")
+    assert (tmp_path / "in-step.logs" / "torch.log").read_text().startswith("$ ")  # its process's output
+
+
+def test_an_arm_running_at_the_budget_is_ended_and_said_so(tmp_path):
+    out = tmp_path / "in-step.json"
+    result = step_timing.time_in_step([], ["torch"], budget_s=1.5, device="cpu", dry_run=True,
+                                      isolate="process", out=out)
+    arm = result["arms"][0]
+    assert arm["status"] == "stopped at the budget" and arm["wall_s"] < 30
+    assert json.loads(out.read_text())["arms"][0]["status"] == "stopped at the budget"
 
 
 def test_the_budget_starts_no_arm_past_it(tmp_path):
