@@ -51,6 +51,17 @@ def test_an_arm_switches_one_op_and_leaves_the_others_on_torch():
     assert "bn_act=cpu" in step_arms.default_arms(CPU)
 
 
+def test_a_gpus_default_arms_are_torch_auto_then_each_face_one_op_at_a_time(monkeypatch):
+    """The order docs/GPU_SUITE.md quotes (bn_act first: issue 46's question),
+    with every GPU face standing in as runnable."""
+    real = dispatch.unavailable_reason
+    monkeypatch.setattr(dispatch, "unavailable_reason",
+                        lambda b, d: None if b in ("triton", "cuda") else real(b, d))
+    assert step_arms.default_arms(torch.device("cuda")) == [
+        "torch", "auto", "bn_act=triton", "bn_act=cuda", "augment=triton", "augment=cuda",
+        "conv_group=triton", "linear=triton", "newton_schulz=triton"]
+
+
 def _dry_run(out: Path, arms: str, *extra: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "DAWNBENCH_DATA": str(cifar_dir())}
     env.pop("TRITON_INTERPRET", None)  # no Triton arm here
