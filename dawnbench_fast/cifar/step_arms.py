@@ -204,7 +204,8 @@ def time_arm(cfg: Config, arm: Arm, data, device: torch.device, replays: int, pr
                                                                                  strict=True)),
             "variants": variants, "first_loss": first_loss, "last_loss": last_loss,
             "warmup_s": warmup_s, "capture_s": state.graphs.capture_seconds,
-            "captured": task.plan.captured, "timer": "cuda events" if device.type == "cuda" else "host clock",
+            "captured": bool(state.graphs.graphs), "step": state.graphs.record(),
+            "timer": "cuda events" if device.type == "cuda" else "host clock",
             "kernel_time": weighted(profiles) if profiles else None,
             "kernel_time_why": None if profiles else (
                 "not profiled (profile_replays 0)" if not profile_replays else

@@ -127,6 +127,54 @@ def test_an_arm_running_at_the_budget_is_ended_and_said_so(tmp_path):
     assert json.loads(out.read_text())["arms"][0]["status"] == "stopped at the budget"
 
 
+class _Recorder:
+    """CudaRecorder's stand-in on the CPU (as tests/cifar/test_static_step.py's):
+    recording runs nothing, each replay runs the body into one output."""
+
+    def __init__(self):
+        self.recorded = self.replays = 0
+
+    def __call__(self, body):
+        self.recorded += 1
+        out, rec = torch.full((), float("nan")), self
+
+        class Graph:
+            def replay(self):
+                rec.replays += 1
+                out.copy_(body())
+
+        return Graph(), out
+
+
+def test_an_arm_replays_the_graphs_its_warm_up_captured(monkeypatch):
+    """time_arm on a plan that captures (a GPU's, stood in on the CPU): the
+    warm-up records one graph per variant, and every timed step replays one."""
+    from dawnbench_fast.cifar import static_step
+    from dawnbench_fast.cifar.capture_plan import CapturePlan
+    from dawnbench_fast.data.cifar10 import load_cifar10
+    from dawnbench_fast.data.cifar10_device import place_data
+
+    recorder = _Recorder()
+    real_init = static_step.StepGraphs.__init__
+    def captured(self, task, plan, _recorder):  # the plan as a GPU's: captured, with its variants
+        real_init(self, task, CapturePlan(plan.variants), recorder)
+
+    monkeypatch.setattr(static_step.StepGraphs, "__init__", captured)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        cfg = step_timing.build_config("dawnbench_fast", [f"data_dir={cifar_dir()}", "download=false"],
+                                       dry_run=True)
+        data = place_data(load_cifar10(cfg.data_dir, False), cfg, CPU)
+        rec = step_arms.time_arm(cfg, step_arms.parse_arm("torch"), data, CPU, replays=3, profile_replays=0)
+    finally:
+        torch.set_num_threads(before)
+    assert rec["captured"] and recorder.recorded == 2  # 24 px and 32 px, frozen whitening bias
+    # each graph once at its capture, then the first step, then 3 timed replays of each variant
+    assert recorder.replays == 2 + 1 + 2 * 3
+    assert rec["variants"]["24px/frozen"]["median"] > 0 and rec["capture_s"] > 0
+
+
 def test_the_budget_starts_no_arm_past_it(tmp_path):
     out = tmp_path / "in-step.json"
     result = step_timing.time_in_step([], ["torch", "auto"], budget_s=0, device="cpu", dry_run=True,
