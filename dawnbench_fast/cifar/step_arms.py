@@ -104,6 +104,7 @@ def default_arms(device: torch.device) -> list[str]:
                 arms.append(f"{op}={face}")
     return arms
 
+
 def quantiles(ms: list[float]) -> dict:
     """median, p10, p90 and mean of ``ms``."""
     s = sorted(ms)

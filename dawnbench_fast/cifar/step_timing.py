@@ -154,6 +154,7 @@ def run_ended_at(cmd: list[str], timeout_s: float) -> subprocess.CompletedProces
 
 
 def header(settings: Settings, device: torch.device, arms: list[Arm], budget_s: float, isolate: bool) -> dict:
+    """The result file before its first arm: where, with what, and what is planned."""
     from dawnbench_fast.reporting import bench
 
     return {"schema_version": SCHEMA_VERSION, "kind": "in-step",
@@ -171,6 +172,8 @@ def time_in_step(cfg_overrides: list[str], arms: list[str], replays: int = 200, 
     in a process of its own), ``none`` (all in this one), ``auto`` (process
     on CUDA). No arm starts that the mean arm so far says would end past
     ``budget_s``; a running arm's process is ended at it."""
+    if replays < 1 or profile_replays < 0:
+        raise ValueError(f"--replays {replays}, --profile-replays {profile_replays}: at least 1 and 0")
     settings = Settings(recipe, tuple(cfg_overrides), dry_run, device, replays, profile_replays)
     build_config(recipe, list(cfg_overrides), dry_run)  # a bad --set is one line now, not per arm
     parsed = [parse_arm(a) for a in arms]

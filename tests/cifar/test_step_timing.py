@@ -184,6 +184,8 @@ def test_the_budget_starts_no_arm_past_it(tmp_path):
     assert json.loads(out.read_text()) == result
     with pytest.raises(ValueError, match="arm"):
         step_timing.time_in_step([], ["nope"], device="cpu", dry_run=True, isolate="process")
+    with pytest.raises(ValueError, match="replays"):
+        step_timing.time_in_step([], ["torch"], replays=0, device="cpu", dry_run=True, isolate="process")
 
 
 def _trace(kernels: list[tuple[str, float]]) -> Trace:
