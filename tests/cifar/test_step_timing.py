@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 from support.cifar_data import cifar_dir
+from support.recorders import ReplayingRecorder
 
 from dawnbench_fast import dispatch
 from dawnbench_fast.cifar import step_arms, step_kernels, step_timing
@@ -127,25 +128,6 @@ def test_an_arm_running_at_the_budget_is_ended_and_said_so(tmp_path):
     assert json.loads(out.read_text())["arms"][0]["status"] == "stopped at the budget"
 
 
-class _Recorder:
-    """CudaRecorder's stand-in on the CPU (as tests/cifar/test_static_step.py's):
-    recording runs nothing, each replay runs the body into one output."""
-
-    def __init__(self):
-        self.recorded = self.replays = 0
-
-    def __call__(self, body):
-        self.recorded += 1
-        out, rec = torch.full((), float("nan")), self
-
-        class Graph:
-            def replay(self):
-                rec.replays += 1
-                out.copy_(body())
-
-        return Graph(), out
-
-
 def test_an_arm_replays_the_graphs_its_warm_up_captured(monkeypatch):
     """time_arm on a plan that captures (a GPU's, stood in on the CPU): the
     warm-up records one graph per variant, and every timed step replays one."""
@@ -154,7 +136,7 @@ def test_an_arm_replays_the_graphs_its_warm_up_captured(monkeypatch):
     from dawnbench_fast.data.cifar10 import load_cifar10
     from dawnbench_fast.data.cifar10_device import place_data
 
-    recorder = _Recorder()
+    recorder = ReplayingRecorder()
     real_init = static_step.StepGraphs.__init__
     def captured(self, task, plan, _recorder):  # the plan as a GPU's: captured, with its variants
         real_init(self, task, CapturePlan(plan.variants), recorder)
