@@ -206,7 +206,9 @@ def time_in_step(cfg_overrides: list[str], arms: list[str], replays: int = 200, 
 
 
 def summary(result: dict) -> str:
-    """The result as a few console lines: each arm's step and its ratio to torch's."""
+    """The result as a few console lines: each arm's step, its ratio to
+    torch's and, where profiled, its kernel time by group (the max-pool's
+    share is the pooling decision's figure)."""
     base = next((a["step_ms"]["median"] for a in result["arms"] if a["arm"] == "torch"
                  and a["status"] == "ok"), None)
     lines = []
@@ -218,6 +220,10 @@ def summary(result: dict) -> str:
         ratio = f", {s['median'] / base:.3f}x torch's" if base else ""
         lines.append(f"{a['arm']:>24}: step {s['median']:.3f} ms (p10 {s['p10']:.3f}, p90 {s['p90']:.3f})"
                      f"{ratio}; warm-up {a['warmup_s']:.1f} s")
+        if a.get("kernel_time"):
+            k = a["kernel_time"]
+            groups = ", ".join(f"{g} {100 * r['share']:.1f}%" for g, r in k["groups"].items())
+            lines.append(f"{'':>24}  kernels {k['kernel_us_per_step'] / 1e3:.3f} ms a step: {groups}")
     return "\n".join(lines) + "\n"
 
 

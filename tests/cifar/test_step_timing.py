@@ -170,6 +170,18 @@ def test_the_budget_starts_no_arm_past_it(tmp_path):
         step_timing.time_in_step([], ["torch"], replays=0, device="cpu", dry_run=True, isolate="process")
 
 
+def test_the_summary_gives_each_arm_against_torch_and_its_kernel_groups():
+    kt = step_kernels.group_times(_trace([("max_pool_backward_nhwc", 30.0), ("sm90_xmma_fprop", 70.0)]), 1)
+    arms = [{"arm": "torch", "status": "ok", "step_ms": {"median": 4.0, "p10": 3.9, "p90": 4.2},
+             "warmup_s": 30.0, "kernel_time": kt},
+            {"arm": "bn_act=triton", "status": "ok", "step_ms": {"median": 3.0, "p10": 2.9, "p90": 3.1},
+             "warmup_s": 20.0, "kernel_time": None},
+            {"arm": "bn_act=cuda", "status": "skipped", "reason": "budget"}]
+    text = step_timing.summary({"arms": arms})
+    assert "0.750x torch's" in text and "conv 70.0%, max_pool 30.0%" in text and "0.100 ms a step" in text
+    assert "bn_act=cuda: skipped (budget)" in text
+
+
 def _trace(kernels: list[tuple[str, float]]) -> Trace:
     ks, ts = [], 0.0
     for name, dur in kernels:
