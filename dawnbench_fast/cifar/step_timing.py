@@ -297,6 +297,10 @@ def main(argv: list[str] | None = None) -> int:
     print(summary(result), end="")
     print(f"written to {a.out}")
     gpu = a.gpu_name or ((result["environment"].get("gpu") or {}).get("name"))
+    if not gpu and result["environment"].get("device", "").startswith("cuda"):  # no NVML: CUDA's name
+        from dawnbench_fast import kernel_winners
+
+        gpu = kernel_winners.gpu_name(torch.device(result["environment"]["device"]))
     if gpu and any(x["arm"] == "torch" and x["status"] == "ok" for x in result["arms"]):
         print(write_winners(result, Path(a.winners_out or Path(a.out).with_name("kernel_winners.json")), gpu))
     return 0
