@@ -129,19 +129,24 @@ AUTO_ORDER: dict[str, list[str]] = {"cuda": ["torch"], "cpu": ["cpu", "torch"]}
 class PerOpBackend(str):
     """``--kernels auto`` on a GPU: a backend per op, from the measured winners
     table (kernel_winners.py). Its string is ``"per-op"`` when the ops' backends
-    differ from torch, else ``"torch"``; ``choices`` maps op -> backend and
-    ``why`` op -> the measurement (or its absence) behind the choice."""
+    differ from torch, else ``"torch"``; ``choices`` maps op -> backend,
+    ``why`` op -> the measurement (or its absence) behind the choice and
+    ``in_step`` op -> the in-step benchmark's figures behind it, where the
+    table's row came from the captured step (kernel_winners.figures). The
+    in-step benchmark's arms (cifar/step_timing.py) are PerOpBackends too."""
 
     choices: dict[str, str]
     why: dict[str, str]
+    in_step: dict[str, dict]
 
-    def __new__(cls, choices: dict[str, str], why: dict[str, str]) -> PerOpBackend:
+    def __new__(cls, choices: dict[str, str], why: dict[str, str],
+                in_step: dict[str, dict] | None = None) -> PerOpBackend:
         self = super().__new__(cls, "torch" if set(choices.values()) <= {"torch"} else "per-op")
-        self.choices, self.why = dict(choices), dict(why)
+        self.choices, self.why, self.in_step = dict(choices), dict(why), dict(in_step or {})
         return self
 
     def __reduce__(self):  # pickles (checkpoints, spawn) as itself, not as a plain str
-        return (PerOpBackend, (self.choices, self.why))
+        return (PerOpBackend, (self.choices, self.why, self.in_step))
 
 
 def _auto_on_gpu(device: torch.device) -> PerOpBackend:
@@ -149,13 +154,14 @@ def _auto_on_gpu(device: torch.device) -> PerOpBackend:
     cannot run here (no extension build, no Triton) gives way to torch's."""
     from dawnbench_fast import kernel_winners
 
-    picked, why = kernel_winners.choices(kernel_winners.gpu_name(device), CATALOGUE,
-                                         kernel_winners.load_table())
+    gpu, table = kernel_winners.gpu_name(device), kernel_winners.load_table()
+    picked, why = kernel_winners.choices(gpu, CATALOGUE, table)
+    in_step = kernel_winners.figures(gpu, CATALOGUE, table)
     for op, b in picked.items():
         reason = None if b == "torch" else unavailable_reason(b, device)
         if reason is not None:
             picked[op], why[op] = "torch", f"{why[op]}; {b} cannot run here ({reason}): torch's"
-    return PerOpBackend(picked, why)
+    return PerOpBackend(picked, why, in_step)
 
 
 def _qualified(fn: Callable[..., Any]) -> str:
@@ -265,11 +271,15 @@ def get_op(op: str, backend: str) -> Callable[..., Any]:
 def op_table(backend: str, ops: list[str] | None = None) -> dict[str, dict[str, str]]:
     """For run.json and reports: ``{op: {"backend": <backend that serves it>,
     "impl": "<module>.<qualname>"}}`` for every catalogued op (or ``ops``);
-    under ``auto`` on a GPU also ``"why"``: the measurement behind the choice."""
+    under ``auto`` on a GPU also ``"why"``: the measurement behind the choice,
+    and ``"in_step"`` where the winners table's row came from the in-step
+    benchmark: its step medians per face, the replays and when."""
     table = {}
     for op in ops if ops is not None else list(CATALOGUE):
         served, fn = _served(op, backend)
         table[op] = {"backend": served, "impl": _qualified(fn)}
         if isinstance(backend, PerOpBackend) and op in backend.why:
             table[op]["why"] = backend.why[op]
+        if isinstance(backend, PerOpBackend) and op in backend.in_step:
+            table[op]["in_step"] = backend.in_step[op]
     return table

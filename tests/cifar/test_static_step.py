@@ -10,6 +10,7 @@ import dataclasses
 import pytest
 import torch
 from support.cifar_data import cifar_dir
+from support.recorders import ReplayingRecorder
 
 from dawnbench_fast.cifar import Config
 from dawnbench_fast.cifar.capture_plan import StepVariant
@@ -131,27 +132,6 @@ def test_auto_on_the_cpu_keeps_the_eager_step_and_says_why():
     assert record["eager_why"] == ["the step runs on cpu: CUDA graphs replay on a GPU only"]
     assert task.state.graphs is None
     assert all(not isinstance(x, StepKey) for _, x in task.epoch_batches(0))
-
-
-class ReplayingRecorder:
-    """A stand-in for CudaRecorder on the CPU: recording runs nothing (as a
-    capture runs no kernel); each replay runs the body and writes its loss
-    into the one output tensor, as a graph writes into its static output."""
-
-    def __init__(self):
-        self.recorded = self.replays = 0
-
-    def __call__(self, body):
-        self.recorded += 1
-        out = torch.full((), float("nan"))
-        recorder = self
-
-        class Graph:
-            def replay(self):
-                recorder.replays += 1
-                out.copy_(body())
-
-        return Graph(), out
 
 
 def test_captured_steps_replay_for_every_seed_as_the_eager_step(monkeypatch):

@@ -1,5 +1,6 @@
 """``--kernels auto`` on a GPU from the measured winners table
-(dawnbench_fast/kernel_winners.py): the winner rule on suite records, and a
+(dawnbench_fast/kernel_winners.py): the winner rule on suite records (eager
+medians) and on an in-step result (the captured step, issue 46), and a
 stand-in table driving dispatch on a GPU model it lists, one it does not,
 and a winner that cannot run here. No GPU needed: the GPU's name and the
 backends' probes are stood in for."""
@@ -81,7 +82,8 @@ def test_auto_takes_the_tables_winner_on_a_listed_gpu(stand_in):
     assert dispatch.get_op("bn_act", backend) is dispatch.reference("bn_act")
     table = dispatch.op_table(backend)  # what run.json records: which, and why
     assert table["augment"]["backend"] == "triton" and table["bn_act"]["backend"] == "torch"
-    assert table["augment"]["why"].startswith(f"measured on {GPU} 2026-11-25: triton 0.34 ms")
+    assert table["augment"]["why"].startswith(f"eager medians measured on {GPU} 2026-11-25: triton 0.34 ms")
+    assert "in_step" not in table["augment"]  # an eager row has no in-step figures
     assert "conv_group was not measured" in table["conv_group"]["why"]
     json.dumps(table)
     again = pickle.loads(pickle.dumps(backend))
@@ -117,3 +119,63 @@ def test_a_table_of_another_schema_is_a_one_line_error(tmp_path):
     with pytest.raises(ValueError, match="not a kernel winners table of schema 1") as e:
         kernel_winners.load_table(bad)
     assert len(str(e.value).splitlines()) == 1
+
+
+def _arm(name, ms, ops=None, first=2.30, last=1.1, status="ok"):
+    ops = {"bn_act": "torch", "augment": "torch", "conv_group": "torch", **(ops or {})}
+    return {"arm": name, "status": status, "ops": ops, "step_ms": {"median": ms, "p10": ms, "p90": ms},
+            "first_loss": first, "last_loss": last}
+
+
+def _in_step() -> dict:
+    """A made-up in-step result (cifar/step_timing.py's layout) on GPU."""
+    return {"kind": "in-step", "recorded": "2026-11-28T09:00:00Z", "settings": {"replays": 200},
+            "environment": {"gpu": {"name": GPU}, "git": {"sha": "def5678"}, "versions": {"torch": "2.13.0"}},
+            "arms": [_arm("torch", 5.0), _arm("auto", 4.9, {"augment": "triton"}),
+                     _arm("bn_act=triton", 4.6, {"bn_act": "triton"}),
+                     _arm("bn_act=cuda", 4.4, {"bn_act": "cuda"}, first=2.9),  # fast, but wrong
+                     _arm("augment=cuda", 5.1, {"augment": "cuda"}),
+                     _arm("augment=triton", 4.95, {"augment": "triton"}, last=float("nan")),
+                     _arm("bn_act=triton+augment=cuda", 4.0, {"bn_act": "triton", "augment": "cuda"}),
+                     _arm("conv_group=triton", 0, {"conv_group": "triton"}, status="error"),
+                     {"arm": "linear=triton", "status": "skipped", "reason": "budget"}]}
+
+
+def test_in_step_rows_take_the_fastest_single_op_arm_that_beats_torch_and_agrees():
+    rows = kernel_winners.in_step_rows(_in_step())
+    assert set(rows) == {"bn_act", "augment"}  # conv_group's arm failed; combined arms count for none
+    bn = rows["bn_act"]
+    assert bn["winner"] == "triton" and bn["source"] == "in-step" and bn["replays"] == 200
+    assert bn["step_ms"] == {"torch": 5.0, "triton": 4.6} and "cuda" in bn["rejected"]
+    assert "first loss 2.9 against torch's 2.3" in bn["rejected"]["cuda"]
+    assert bn["why"] == "bn_act on triton: 4.6 ms a captured step against torch 5 ms"
+    aug = rows["augment"]  # cuda is slower than torch, triton's last loss is not finite
+    assert aug["winner"] == "torch" and aug["step_ms"] == {"torch": 5.0, "cuda": 5.1}
+    assert set(aug["rejected"]) == {"triton"}
+    with pytest.raises(ValueError, match="no torch arm"):
+        kernel_winners.in_step_rows({"arms": [_arm("auto", 1.0)]})
+
+
+def test_an_in_step_result_replaces_the_eager_rows_of_the_ops_it_measured(stand_in, monkeypatch, tmp_path):
+    gpu, table = kernel_winners.updated_table_in_step(stand_in, _in_step())
+    assert gpu == GPU
+    ops = table["gpus"][GPU]["ops"]
+    assert ops["bn_act"]["source"] == "in-step" and ops["augment"]["source"] == "in-step"
+    assert table["gpus"][GPU]["in_step"]["arms"]["torch"] == 5.0
+    assert table["gpus"][GPU]["in_step"]["arms"]["linear=triton"] == "skipped"
+    # a later eager suite keeps the in-step rows: eager medians never overrule the captured step
+    _, again = kernel_winners.updated_table(table, _suite())
+    assert again["gpus"][GPU]["ops"]["bn_act"]["source"] == "in-step"
+    path = tmp_path / "in_step_winners.json"
+    kernel_winners.write_table(table, path)
+    monkeypatch.setattr(kernel_winners, "TABLE_PATH", path)
+    backend = dispatch.resolve_backend("auto", "cuda")
+    assert backend.choices["bn_act"] == "triton" and backend.choices["augment"] == "torch"
+    ops_json = dispatch.op_table(backend)  # run.json's ops: which face, why, and the in-step figure
+    assert ops_json["bn_act"]["why"].startswith(f"in-step (the captured step) measured on {GPU} 2026-11-28")
+    assert ops_json["bn_act"]["in_step"]["step_ms"] == {"torch": 5.0, "triton": 4.6}
+    assert "in_step" not in ops_json["conv_group"]
+    assert pickle.loads(pickle.dumps(backend)).in_step == backend.in_step
+    json.dumps(ops_json)
+    with pytest.raises(ValueError, match="names no GPU"):
+        kernel_winners.updated_table_in_step(stand_in, {**_in_step(), "environment": {}})

@@ -1,0 +1,23 @@
+"""The in-step benchmark (issue 46): the captured CIFAR training step timed
+with ``--kernels torch``, ``auto`` and each of our faces switched in one op
+at a time. Everything is in dawnbench_fast/cifar/step_timing.py; this is its
+command line:
+
+    python benchmarks/bench_in_step.py --out in-step.json                    # on a GPU
+    python benchmarks/bench_in_step.py --out in-step.json --arms torch,auto,bn_act=triton --budget-s 240
+    python benchmarks/bench_in_step.py --out dry.json --device cpu --dry-run --replays 3   # the CPU check
+
+A study of the whole step, not a pytest-benchmark module (tests/test_benchmarks.py
+lists it among the scripts); docs/GPU_SUITE.md, "The in-step benchmark",
+says how to run it in a GPU session and how its result becomes the winners
+table of ``--kernels auto``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from dawnbench_fast.cifar.step_timing import main
+
+if __name__ == "__main__":
+    sys.exit(main())
