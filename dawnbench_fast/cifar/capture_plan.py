@@ -104,7 +104,7 @@ def eager_reasons(device: torch.device, prune: float, distributed: bool,
     elif choice == "static":
         why.append("--set capture=static: the captured step's static inputs, run eagerly without graphs")
     elif device.type != "cuda":
-        why.append(f"the step runs on {device.type}: CUDA graphs replay on a GPU only")
+        why.append(f"the step runs on {device.type}: CUDA graphs replay on CUDA devices only")
     return tuple(why)
 
 

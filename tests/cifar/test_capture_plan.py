@@ -39,7 +39,7 @@ def test_a_bias_that_outlives_the_first_side_and_no_curriculum():
 def test_what_the_captured_step_cannot_serve_is_named():
     steps = [4, 4]
     assert not capture_plan(CPU, steps, (), 32, 0).captured
-    assert "GPU only" in capture_plan(CPU, steps, (), 32, 0).eager_why[0]
+    assert "CUDA devices only" in capture_plan(CPU, steps, (), 32, 0).eager_why[0]
     pruned = capture_plan(CUDA, steps, (), 32, 0, prune=0.5)
     assert not pruned.captured and "--set prune" in pruned.eager_why[0]
     job = capture_plan(CUDA, steps, (), 32, 0, distributed=True)

@@ -129,7 +129,7 @@ def test_auto_on_the_cpu_keeps_the_eager_step_and_says_why():
     task.init_model()
     record = task.step_record()
     assert not record["captured"] and not record["static_inputs"]
-    assert record["eager_why"] == ["the step runs on cpu: CUDA graphs replay on a GPU only"]
+    assert record["eager_why"] == ["the step runs on cpu: CUDA graphs replay on CUDA devices only"]
     assert task.state.graphs is None
     assert all(not isinstance(x, StepKey) for _, x in task.epoch_batches(0))
 
