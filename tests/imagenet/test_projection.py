@@ -123,7 +123,8 @@ def test_the_project_command_and_its_errors(tmp_path, capsys):
     path = _inputs(tmp_path)
     out = tmp_path / "p.json"
     assert imagenet.main(["project", "--from", path, "--gpus", "1", "--epochs", "2",
-                          "--train-images", "10000", "--val-images", "1000", "--set", "max_res=160", "--json", str(out)]) == 0
+                          "--train-images", "10000", "--val-images", "1000", "--set", "max_res=160",
+                          "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "time to accuracy: 0.3 min (20 s)" in printed and "bound: gpu" in printed
     assert json.loads(out.read_text())["total_s"] == pytest.approx(20.5)
@@ -152,7 +153,8 @@ def test_the_step_measured_on_the_cpu_dry_run():
 def test_measure_writes_inputs_that_project_reads(tmp_path, capsys):
     out = tmp_path / "measured.json"
     assert imagenet.main(["measure", "--out", str(out), "--device", "cpu", "--arch", "resnet18",
-                          "--width", "4", "--batch", "4", "--steps", "2", "--precision", "fp32", "--classes", "10",
+                          "--width", "4", "--batch", "4", "--steps", "2", "--precision", "fp32",
+                          "--classes", "10",
                           "--set", "min_res=32", "--set", "max_res=32", "--set", "val_res=32"]) == 0
     measured = json.loads(out.read_text())
     assert measured["step"]["batch_per_gpu"] == 4 and set(measured["step"]["images_per_s"]) == {"32"}
