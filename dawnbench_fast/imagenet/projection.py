@@ -108,7 +108,9 @@ def _rates(d: dict, where: str, path: Path) -> dict[int, float]:
 
 def read_inputs(path: str | Path) -> dict:
     """The inputs' JSON, checked: step.images_per_s and step.batch_per_gpu
-    required, the rest optional; each rate table's keys are sides in px."""
+    required, the rest optional; each rate table's keys are sides in px.
+    Returned as read, with the parsed tables added: ``step["rates"]`` and
+    ``loader_rates`` (form -> side -> rate), both keyed by int sides."""
     path = Path(path)
     try:
         data = json.loads(path.read_text())

@@ -7,7 +7,16 @@ peak memory, with the batch per device stated.
 
 For the GPU suite: :func:`measure_sides` at the recipe's training sides (and
 :func:`measure_eval` at its validation side) gives the ``step`` section of a
-projection's inputs (projection.py, docs/IMAGENET.md). On a CPU the same
+projection's inputs (projection.py, docs/IMAGENET.md), e.g. per arch::
+
+    cfg, _ = with_resolved_precision(Config(arch="resnet50"), device)   # bf16 on CUDA
+    step = measure_sides(cfg, 256, device, steps=20, warmup=3, profile_steps=5)
+    atomic.write_json(out / "imagenet_step_resnet50.json", {"schema_version": 1, "step": step})
+
+(``python -m dawnbench_fast.imagenet measure --device cuda --out FILE`` does
+the same from the command line.) Each side compiles once (``dynamic=False``,
+as the trainer): budget for one compile per side and arch; no GPU has timed
+them yet. On a CPU the same
 code runs eagerly: the tests' dry run, and the short run's prediction. Each
 step normalises its uint8 batch on the device, as the trainer's does.
 

@@ -12,12 +12,23 @@ import pytest
 import torch
 
 from dawnbench_fast import imagenet
+from dawnbench_fast.execution import gpu_defaults
 from dawnbench_fast.imagenet import allreduce, projection
 from dawnbench_fast.imagenet.recipe import apply_overrides
-from dawnbench_fast.imagenet.step_rate import measure_sides, recipe_sides
+from dawnbench_fast.imagenet.step_rate import measure_sides, measure_step, recipe_sides
 from dawnbench_fast.imagenet.task import Config, net_of
 
 MIB = 1024 * 1024
+
+
+@pytest.fixture
+def one_thread():
+    """The measurements on one thread: two OpenMP threads on a busy machine
+    (another process on a core) made these steps many times slower."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 def test_the_ring_against_a_hand_computation():
@@ -140,7 +151,7 @@ def test_the_project_command_and_its_errors(tmp_path, capsys):
     assert stop.value.code == 2 and "--gpus: 0: must be > 0" in capsys.readouterr().err
 
 
-def test_the_step_measured_on_the_cpu_dry_run():
+def test_the_step_measured_on_the_cpu_dry_run(one_thread):
     cfg = apply_overrides(Config(arch="resnet18", width=4, min_res=32, max_res=32, val_res=32, epochs=2,
                                  warmup_epochs=1, precision="fp32"), [])
     step = measure_sides(cfg, 4, torch.device("cpu"), steps=2, warmup=1, classes=10)
@@ -150,11 +161,20 @@ def test_the_step_measured_on_the_cpu_dry_run():
     assert step["images_per_s"] == {"32": row["images_per_s"]} and step["eval"]["images_per_s"] > 0
 
 
-def test_measure_writes_inputs_that_project_reads(tmp_path, capsys):
+def test_the_compiled_step_dry_run(monkeypatch, one_thread):
+    """The GPU's path (compile on), captured by Dynamo and run by its eager
+    backend: the same code the suite compiles with inductor on CUDA."""
+    monkeypatch.setattr(gpu_defaults, "COMPILE_BACKEND", "eager")
+    cfg = Config(arch="resnet18", width=4, precision="fp32", compile="on")
+    row = measure_step(cfg, 32, 4, torch.device("cpu"), steps=1, warmup=1, classes=10)
+    assert row.compiled is True and row.images_per_s > 0
+
+
+def test_measure_writes_inputs_that_project_reads(tmp_path, capsys, one_thread):
     out = tmp_path / "measured.json"
     assert imagenet.main(["measure", "--out", str(out), "--device", "cpu", "--arch", "resnet18",
                           "--width", "4", "--batch", "4", "--steps", "2", "--precision", "fp32",
-                          "--classes", "10",
+                          "--classes", "10", "--threads", "1", "--eval-batch", "0",
                           "--set", "min_res=32", "--set", "max_res=32", "--set", "val_res=32"]) == 0
     measured = json.loads(out.read_text())
     assert measured["step"]["batch_per_gpu"] == 4 and set(measured["step"]["images_per_s"]) == {"32"}
