@@ -65,6 +65,16 @@ def bucket_bytes(param_bytes: list[int], first_cap: int = FIRST_BUCKET_BYTES,
     return out
 
 
+def even_buckets(total: int, first_cap: int = FIRST_BUCKET_BYTES, cap: int = BUCKET_CAP_BYTES) -> list[int]:
+    """``total`` gradient bytes in DDP's buckets when no parameter list is
+    given: the first at ``first_cap``, then ``cap`` each, the rest last (as
+    if the parameters were small)."""
+    out = [min(total, first_cap)]
+    left = total - out[0]
+    out += [cap] * (left // cap)
+    return out + ([left % cap] if left % cap else [])
+
+
 def gradient_bytes(net: nn.Module) -> list[int]:
     """Each trainable parameter's gradient bytes (its own dtype), last
     parameter first: the order the backward produces them."""

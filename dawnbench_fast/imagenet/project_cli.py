@@ -22,7 +22,7 @@ from pathlib import Path
 from dawnbench_fast import atomic
 from dawnbench_fast.config.precision import with_resolved_precision
 from dawnbench_fast.data.cifar10 import DataError
-from dawnbench_fast.execution.runtime import resolve_device, set_threads
+from dawnbench_fast.execution.runtime import configure_process, resolve_device
 from dawnbench_fast.imagenet import projection
 from dawnbench_fast.imagenet.recipe import RECIPES, apply_overrides
 from dawnbench_fast.imagenet.task import Config, split_path
@@ -141,7 +141,7 @@ def run_measure(argv: list[str]) -> int:
 
     args = measure_parser().parse_args(argv)
     device = resolve_device(args.device)
-    set_threads(args.threads)
+    configure_process(args.threads)  # threads and the allocator as a trainer sets them up
     compile_choice = {None: "auto", True: "on", False: "off"}[args.compile]
     cfg = apply_overrides(Config(arch=args.arch, width=args.width, precision=args.precision,
                                  compile=compile_choice), args.set)

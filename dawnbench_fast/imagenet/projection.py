@@ -179,14 +179,15 @@ def _network(inputs: dict, setup: Setup) -> tuple[float, float, str]:
 
 def gradient_buckets(inputs: dict, setup: Setup) -> tuple[list[int], str]:
     """The buckets DDP reduces each step, and the gradients' dtype: the
-    inputs' ``gradient.buckets`` or ``gradient.bytes`` (one list, or the
-    buckets of one tensor that size), else counted from the net the step
-    names (fp32 gradients: DDP reduces the parameters' dtype)."""
+    inputs' ``gradient.buckets`` (as they are) or ``gradient.bytes`` (cut
+    at DDP's caps: allreduce.even_buckets), else the net the step names,
+    its parameters bucketed as DDP does (fp32 gradients: DDP reduces the
+    parameters' dtype)."""
     grad = inputs.get("gradient", {})
     if "buckets" in grad:
         return [int(b) for b in grad["buckets"]], grad.get("dtype", "float32")
     if "bytes" in grad:
-        return allreduce.bucket_bytes([int(grad["bytes"])]), grad.get("dtype", "float32")
+        return allreduce.even_buckets(int(grad["bytes"])), grad.get("dtype", "float32")
     step = inputs["step"]
     cfg = Config(arch=step.get("arch", setup.recipe.arch), width=step.get("width", setup.recipe.width))
     return allreduce.bucket_bytes(allreduce.gradient_bytes(net_of(cfg, step.get("classes", 1000)))), "float32"

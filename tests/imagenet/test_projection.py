@@ -44,6 +44,11 @@ def test_buckets_close_after_the_parameter_that_reaches_the_cap():
     assert allreduce.bucket_bytes(sizes) == [MIB // 2 + MIB * 6 // 10, 30 * MIB, 3 * MIB]
 
 
+def test_a_total_is_cut_at_ddps_caps():
+    assert allreduce.even_buckets(60 * MIB) == [MIB, 25 * MIB, 25 * MIB, 9 * MIB]
+    assert allreduce.even_buckets(MIB // 2) == [MIB // 2]
+
+
 def test_resnet50s_gradients_in_ddps_buckets():
     grads = allreduce.gradient_bytes(net_of(Config(), 1000))
     assert sum(grads) == 25_557_032 * 4  # fp32 gradients of torchvision's parameter count
