@@ -119,6 +119,8 @@ def measure_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=_positive(int), default=256, help="the batch per GPU")
     p.add_argument("--sides", default=None, help="training sides, comma-separated (default: the recipe's)")
     p.add_argument("--steps", type=_positive(int), default=10, help="timed steps per side")
+    p.add_argument("--warmup", type=_positive(int), default=3,
+                   help="untimed steps first, per side (compile, kernel choice, the allocator's growth)")
     p.add_argument("--profile-steps", type=int, default=0,
                    help="CUDA: profile this many more steps per side for the kernel time and idle share")
     p.add_argument("--precision", default="auto", choices=("auto", "bf16", "fp16", "fp32"))
@@ -148,7 +150,8 @@ def run_measure(argv: list[str]) -> int:
     cfg, _ = with_resolved_precision(cfg, device)
     sides = [int(s) for s in args.sides.split(",")] if args.sides else None
     step = step_rate.measure_sides(cfg, args.batch, device, sides, eval_batch=args.eval_batch,
-                                   steps=args.steps, classes=args.classes, profile_steps=args.profile_steps)
+                                   steps=args.steps, warmup=args.warmup, classes=args.classes,
+                                   profile_steps=args.profile_steps)
     out: dict = {"schema_version": projection.SCHEMA_VERSION, "step": step}
     if args.data_dir is not None:
         source = split_path(args.data_dir, "train")

@@ -71,7 +71,7 @@ def measure(folder: Path, ranks: int, out: Path) -> list[dict]:
     ``ranks`` processes at once, each with one rank's threads and batch, so
     that they share the cores as the run's processes will: their inputs' JSONs."""
     args = ["--device", "cpu", "--arch", "resnet18", "--width", str(WIDTH), "--batch", str(BATCH // ranks),
-            "--eval-batch", str(VAL // ranks), "--steps", "6", "--precision", "fp32",
+            "--eval-batch", str(VAL // ranks), "--steps", "6", "--warmup", "6", "--precision", "fp32",
             "--classes", str(CLASSES), "--threads", str(THREADS), "--data-dir", str(folder),
             "--loader-seconds", "0.3"]
     for pair in RECIPE:
