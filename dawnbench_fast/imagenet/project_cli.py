@@ -44,7 +44,7 @@ def _positive(kind: type):
 def project_parser() -> argparse.ArgumentParser:
     s = projection.Setup()
     p = cli.OneLineParser(prog=f"{PROG} project", formatter_class=cli.HelpFormatter,
-                          description="Project the time and cost to 93%% top-5 on N GPUs from measured parts "
+                          description="Project the time and cost to 93% top-5 on N GPUs from measured parts "
                           "(docs/IMAGENET.md, \"The projection\").")
     p.add_argument("--from", dest="inputs", required=True, metavar="FILE",
                    help="the inputs' JSON: the step's rate per GPU, optionally the loader's per core, the "
@@ -53,7 +53,7 @@ def project_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus-per-node", type=_positive(int), default=s.gpus_per_node,
                    help="GPUs joined by NVLink; more GPUs than this use --network")
     p.add_argument("--cores-per-gpu", type=_positive(float), default=s.cores_per_gpu,
-                   help="CPU cores feeding each GPU's loader (assumed default: a DGX H100's 112 cores / 8)")
+                   help="CPU cores feeding each GPU's loader (assumed: a DGX H100's 112 cores / 8)")
     p.add_argument("--network", choices=sorted(projection.NETWORKS), default=s.network,
                    help="between nodes (the ring's bus bandwidth: the link rate; sources in projection.py)")
     p.add_argument("--bus-gbytes", type=_positive(float), default=None, metavar="GB/S",
@@ -71,7 +71,7 @@ def project_parser() -> argparse.ArgumentParser:
     p.add_argument("--train-images", type=_positive(int), default=s.train_images)
     p.add_argument("--val-images", type=_positive(int), default=s.val_images)
     p.add_argument("--usd-per-gpu-hour", type=_positive(float), default=s.usd_per_gpu_hour,
-                   help="price (assumed default: mid early-2026 on-demand H100 SXM list ranges; give yours)")
+                   help="price (assumed: mid early-2026 on-demand H100 SXM list ranges; give yours)")
     p.add_argument("--loader-form", default=None, help="which of the inputs' loader.forms feeds the GPUs "
                    "(default: packed, if measured)")
     p.add_argument("--shared-cores", action="store_true",
