@@ -28,12 +28,20 @@ twice the forward's FLOPs) and produces gradient bytes at an even rate, so
 bucket k is ready when the bytes up to its end are; buckets are reduced one
 after another on one stream. What runs past the end of the backward is
 exposed: the step takes compute + exposed.
+
+**Measured** (:func:`time_ring`, :func:`fit_ring`: ``torchrun ... -m
+dawnbench_fast.imagenet measure --allreduce``): the all-reduce's median
+time at a few sizes over the job's process group, and the bus bandwidth
+and latency per hop that the ring's formula fits to them.
 """
 
 from __future__ import annotations
 
+import statistics
+import time
 from dataclasses import dataclass
 
+import torch
 from torch import nn
 
 MIB = 1024 * 1024
@@ -113,3 +121,46 @@ def overlap(buckets: list[int], compute_s: float, ranks: int, bus_bytes_per_s: f
         comm += took
     exposed = max(0.0, done - compute_s) if ranks > 1 else 0.0
     return Overlap(ranks, total, len(buckets), comm, exposed)
+
+
+def time_ring(sizes: list[int], device: torch.device, repeats: int = 10) -> list[tuple[int, float]]:
+    """(bytes, median seconds) of an fp32 all-reduce of each of ``sizes``
+    over the current process group, after three untimed ones; every rank
+    calls it, each timing starts at a barrier."""
+    import torch.distributed as dist
+
+    out = []
+    for nbytes in sizes:
+        t = torch.ones(max(1, nbytes // 4), device=device)
+        for _ in range(3):
+            dist.all_reduce(t)
+        times = []
+        for _ in range(repeats):
+            dist.barrier()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            start = time.perf_counter()
+            dist.all_reduce(t)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            times.append(time.perf_counter() - start)
+        out.append((t.numel() * 4, statistics.median(times)))
+    return out
+
+
+def fit_ring(points: list[tuple[int, float]], ranks: int) -> tuple[float, float]:
+    """(bus bytes/s, latency s per hop) of the ring's formula fitted to
+    (bytes, seconds) points: t = a + b x S with a = 2 (N - 1) x latency and
+    b = 2 (N - 1) / N / bus bandwidth, by least squares on the relative
+    error (weights 1/t^2), so that a 4 KiB point weighs as much as a 25 MiB one."""
+    if ranks < 2 or len(points) < 2:
+        raise ValueError("fit_ring: needs 2 or more ranks and 2 or more sizes")
+    w = [1 / p[1] ** 2 for p in points]
+    sw = sum(w)
+    mx = sum(wi * p[0] for wi, p in zip(w, points, strict=True)) / sw
+    my = sum(wi * p[1] for wi, p in zip(w, points, strict=True)) / sw
+    b = sum(wi * (p[0] - mx) * (p[1] - my) for wi, p in zip(w, points, strict=True)) / \
+        sum(wi * (p[0] - mx) ** 2 for wi, p in zip(w, points, strict=True))
+    a = my - b * mx
+    hops = 2 * (ranks - 1)
+    return hops / ranks / b, max(0.0, a / hops)

@@ -19,11 +19,15 @@ import dataclasses
 import sys
 from pathlib import Path
 
+import torch
+
 from dawnbench_fast import atomic
+from dawnbench_fast.config.overrides import ConfigError
 from dawnbench_fast.config.precision import with_resolved_precision
 from dawnbench_fast.data.cifar10 import DataError
+from dawnbench_fast.execution.distributed import init_from_env, world
 from dawnbench_fast.execution.runtime import configure_process, resolve_device
-from dawnbench_fast.imagenet import projection
+from dawnbench_fast.imagenet import allreduce, projection
 from dawnbench_fast.imagenet.recipe import RECIPES, apply_overrides
 from dawnbench_fast.imagenet.task import Config, split_path
 from dawnbench_fast.runner import cli
@@ -135,7 +139,23 @@ def measure_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", default=None, help="also time the loader per core on DIR's train split")
     p.add_argument("--loader-seconds", type=_positive(float), default=3.0, help="per side and form")
     p.add_argument("--decoder", default="pil", choices=("pil", "simplejpeg"))
+    p.add_argument("--allreduce", action="store_true",
+                   help="under torchrun (2 or more processes): also time the all-reduce at 4 KiB, 1 MiB and "
+                   "25 MiB and fit the ring's bus bandwidth and latency (the inputs' network)")
     return p
+
+
+def measure_network(device: torch.device) -> dict:
+    """The inputs' ``network`` from this torchrun job's all-reduce (every rank)."""
+    w, device = init_from_env(device)
+    if w.size < 2:
+        raise ConfigError("--allreduce: run under torchrun with 2 or more processes "
+                          "(torchrun --nproc-per-node 8 -m dawnbench_fast.imagenet measure --allreduce ...)")
+    points = allreduce.time_ring([4096, allreduce.FIRST_BUCKET_BYTES, allreduce.BUCKET_CAP_BYTES], device)
+    bw, latency = allreduce.fit_ring(points, w.size)
+    return {"bus_gbytes_per_s": bw / 1e9, "latency_us": latency * 1e6, "ranks": w.size, "backend": w.backend,
+            "points": [{"bytes": b, "seconds": s} for b, s in points],
+            "source": f"measured: {w.backend} all-reduce over {w.size} processes, the ring's formula fitted"}
 
 
 def run_measure(argv: list[str]) -> int:
@@ -144,6 +164,10 @@ def run_measure(argv: list[str]) -> int:
     args = measure_parser().parse_args(argv)
     device = resolve_device(args.device)
     configure_process(args.threads)  # threads and the allocator as a trainer sets them up
+    network = measure_network(device) if args.allreduce else None
+    if world().rank != 0:  # the other ranks only joined the all-reduce
+        return 0
+    device = torch.device("cuda", 0) if device.type == "cuda" else device
     compile_choice = {None: "auto", True: "on", False: "off"}[args.compile]
     cfg = apply_overrides(Config(arch=args.arch, width=args.width, precision=args.precision,
                                  compile=compile_choice), args.set)
@@ -153,6 +177,8 @@ def run_measure(argv: list[str]) -> int:
                                    steps=args.steps, warmup=args.warmup, classes=args.classes,
                                    profile_steps=args.profile_steps)
     out: dict = {"schema_version": projection.SCHEMA_VERSION, "step": step}
+    if network is not None:
+        out["network"] = network
     if args.data_dir is not None:
         source = split_path(args.data_dir, "train")
         form = "packed" if source.suffix == ".pack" else "folder"

@@ -7,6 +7,9 @@ suite runs the same function on CUDA, compiled)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -42,6 +45,13 @@ def test_buckets_close_after_the_parameter_that_reaches_the_cap():
     sizes = [MIB // 2, MIB * 6 // 10, 10 * MIB, 20 * MIB, 3 * MIB]
     # first bucket: 0.5 + 0.6 MiB >= 1 MiB; then 10 + 20 >= 25 MiB; the rest
     assert allreduce.bucket_bytes(sizes) == [MIB // 2 + MIB * 6 // 10, 30 * MIB, 3 * MIB]
+
+
+def test_the_ring_fitted_to_exact_points():
+    # points made by the formula itself (8 ranks, 20 GB/s, 7 us a hop) give its figures back
+    points = [(s, allreduce.ring_seconds(s, 8, 20e9, 7e-6)) for s in (4096, MIB, 25 * MIB)]
+    bw, latency = allreduce.fit_ring(points, 8)
+    assert bw == pytest.approx(20e9) and latency == pytest.approx(7e-6)
 
 
 def test_a_total_is_cut_at_ddps_caps():
@@ -186,3 +196,23 @@ def test_measure_writes_inputs_that_project_reads(tmp_path, capsys, one_thread):
     assert imagenet.main(["project", "--from", str(out), "--gpus", "2", "--epochs", "1",
                           "--set", "min_res=32", "--set", "max_res=32", "--set", "val_res=32"]) == 0
     assert "measured: dawnbench_fast.imagenet.step_rate" in capsys.readouterr().out
+
+
+def test_measure_allreduce_under_torchrun_and_its_error_alone(tmp_path, capsys):
+    """Two gloo processes time the all-reduce and fit the ring; the file's
+    network is what ``project`` reads. One process: a one-line error."""
+    args = ["measure", "--allreduce", "--device", "cpu", "--arch", "resnet18", "--width", "4", "--batch", "4",
+            "--steps", "1", "--warmup", "1", "--precision", "fp32", "--classes", "10", "--threads", "1",
+            "--eval-batch", "0", "--set", "min_res=32", "--set", "max_res=32", "--set", "val_res=32"]
+    assert imagenet.main([*args, "--out", str(tmp_path / "alone.json")]) == 2
+    assert "--allreduce: run under torchrun with 2 or more processes" in capsys.readouterr().err
+    out = tmp_path / "net.json"
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+                        "-m", "dawnbench_fast.imagenet", *args, "--out", str(out)], capture_output=True,
+                       text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    net = json.loads(out.read_text())["network"]
+    assert net["ranks"] == 2 and net["backend"] == "gloo" and net["bus_gbytes_per_s"] > 0
+    assert [p["bytes"] for p in net["points"]] == [4096, MIB, 25 * MIB]
+    inputs = projection.read_inputs(out)
+    assert projection._network(inputs, _setup(gpus=2))[0] == pytest.approx(net["bus_gbytes_per_s"] * 1e9)
