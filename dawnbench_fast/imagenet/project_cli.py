@@ -6,8 +6,9 @@ says how to read and check it).
     python -m dawnbench_fast.imagenet project --from inputs.json --gpus 8 [--json out.json]
 
 ``measure`` writes the inputs' JSON from this machine: the step on the device
-(step_rate.py, synthetic batches), and with ``--data-dir`` the loader's rate
-per core on DIR's training split (loader_rate.py). ``project`` composes a
+(step_rate.py, synthetic batches), with ``--data-dir`` the loader's rate per
+core on DIR's training split (loader_rate.py), with ``--allreduce`` under
+torchrun the all-reduce's bus bandwidth and latency (allreduce.py). ``project`` composes a
 file of that schema, a user's own measurements or a GPU suite's, with the
 set-up given here. A bad flag or file is one line and exit status 2.
 """
@@ -27,7 +28,7 @@ from dawnbench_fast.config.precision import with_resolved_precision
 from dawnbench_fast.data.cifar10 import DataError
 from dawnbench_fast.execution.distributed import init_from_env, world
 from dawnbench_fast.execution.runtime import configure_process, resolve_device
-from dawnbench_fast.imagenet import allreduce, projection
+from dawnbench_fast.imagenet import allreduce, loader_rate, projection, step_rate
 from dawnbench_fast.imagenet.recipe import RECIPES, apply_overrides
 from dawnbench_fast.imagenet.task import Config, split_path
 from dawnbench_fast.runner import cli
@@ -43,6 +44,16 @@ def _positive(kind: type):
             raise argparse.ArgumentTypeError(f"{text}: must be > 0")
         return value
     return parse
+
+
+def _sides(text: str) -> list[int]:
+    try:
+        sides = [int(s) for s in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text}: not sides in px, comma-separated (160,192)") from None
+    if min(sides) < 16:
+        raise argparse.ArgumentTypeError(f"{text}: every side must be >= 16 px")
+    return sides
 
 
 def project_parser() -> argparse.ArgumentParser:
@@ -121,7 +132,8 @@ def measure_parser() -> argparse.ArgumentParser:
     p.add_argument("--arch", default="resnet50", choices=("resnet18", "resnet50"))
     p.add_argument("--width", type=_positive(int), default=64)
     p.add_argument("--batch", type=_positive(int), default=256, help="the batch per GPU")
-    p.add_argument("--sides", default=None, help="training sides, comma-separated (default: the recipe's)")
+    p.add_argument("--sides", type=_sides, default=None,
+                   help="training sides in px, comma-separated (default: the recipe's)")
     p.add_argument("--steps", type=_positive(int), default=10, help="timed steps per side")
     p.add_argument("--warmup", type=_positive(int), default=3,
                    help="untimed steps first, per side (compile, kernel choice, the allocator's growth)")
@@ -145,34 +157,35 @@ def measure_parser() -> argparse.ArgumentParser:
     return p
 
 
-def measure_network(device: torch.device) -> dict:
-    """The inputs' ``network`` from this torchrun job's all-reduce (every rank)."""
+def measure_network(device: torch.device) -> tuple[dict, torch.device]:
+    """The inputs' ``network`` from this torchrun job's all-reduce (every
+    rank), and the device this rank was given (CUDA: GPU ``LOCAL_RANK``)."""
     w, device = init_from_env(device)
     if w.size < 2:
         raise ConfigError("--allreduce: run under torchrun with 2 or more processes "
                           "(torchrun --nproc-per-node 8 -m dawnbench_fast.imagenet measure --allreduce ...)")
     points = allreduce.time_ring([4096, allreduce.FIRST_BUCKET_BYTES, allreduce.BUCKET_CAP_BYTES], device)
     bw, latency = allreduce.fit_ring(points, w.size)
-    return {"bus_gbytes_per_s": bw / 1e9, "latency_us": latency * 1e6, "ranks": w.size, "backend": w.backend,
-            "points": [{"bytes": b, "seconds": s} for b, s in points],
-            "source": f"measured: {w.backend} all-reduce over {w.size} processes, the ring's formula fitted"}
+    network = {"bus_gbytes_per_s": bw / 1e9, "latency_us": latency * 1e6, "ranks": w.size,
+               "backend": w.backend, "points": [{"bytes": b, "seconds": s} for b, s in points],
+               "source": f"measured: {w.backend} all-reduce over {w.size} processes, the ring's fit"}
+    return network, device
 
 
 def run_measure(argv: list[str]) -> int:
-    from dawnbench_fast.imagenet import loader_rate, step_rate
-
     args = measure_parser().parse_args(argv)
     device = resolve_device(args.device)
     configure_process(args.threads)  # threads and the allocator as a trainer sets them up
-    network = measure_network(device) if args.allreduce else None
+    network = None
+    if args.allreduce:
+        network, device = measure_network(device)
     if world().rank != 0:  # the other ranks only joined the all-reduce
         return 0
-    device = torch.device("cuda", 0) if device.type == "cuda" else device
     compile_choice = {None: "auto", True: "on", False: "off"}[args.compile]
     cfg = apply_overrides(Config(arch=args.arch, width=args.width, precision=args.precision,
                                  compile=compile_choice), args.set)
     cfg, _ = with_resolved_precision(cfg, device)
-    sides = [int(s) for s in args.sides.split(",")] if args.sides else None
+    sides = args.sides
     step = step_rate.measure_sides(cfg, args.batch, device, sides, eval_batch=args.eval_batch,
                                    steps=args.steps, warmup=args.warmup, classes=args.classes,
                                    profile_steps=args.profile_steps)
