@@ -185,7 +185,9 @@ def test_the_compiled_step_dry_run(monkeypatch, one_thread):
     assert row.compiled is True and row.images_per_s > 0
 
 
-def test_measure_writes_inputs_that_project_reads(tmp_path, capsys, one_thread):
+def test_measure_writes_inputs_that_project_reads(tmp_path, capsys, one_thread, monkeypatch):
+    # measure sets the process up as a trainer does; here the allocator is left as the test process has it
+    monkeypatch.setenv("DAWNBENCH_MALLOC", "system")
     out = tmp_path / "measured.json"
     assert imagenet.main(["measure", "--out", str(out), "--device", "cpu", "--arch", "resnet18",
                           "--width", "4", "--batch", "4", "--steps", "2", "--precision", "fp32",
@@ -204,7 +206,9 @@ def test_measure_allreduce_under_torchrun_and_its_error_alone(tmp_path, capsys):
     args = ["measure", "--allreduce", "--device", "cpu", "--arch", "resnet18", "--width", "4", "--batch", "4",
             "--steps", "1", "--warmup", "1", "--precision", "fp32", "--classes", "10", "--threads", "1",
             "--eval-batch", "0", "--set", "min_res=32", "--set", "max_res=32", "--set", "val_res=32"]
-    assert imagenet.main([*args, "--out", str(tmp_path / "alone.json")]) == 2
+    with pytest.MonkeyPatch.context() as m:
+        m.setenv("DAWNBENCH_MALLOC", "system")  # the test process's allocator left as it is
+        assert imagenet.main([*args, "--out", str(tmp_path / "alone.json")]) == 2
     assert "--allreduce: run under torchrun with 2 or more processes" in capsys.readouterr().err
     out = tmp_path / "net.json"
     r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
