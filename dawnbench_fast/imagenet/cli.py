@@ -21,6 +21,7 @@ from dawnbench_fast.data.cifar10 import DataError
 from dawnbench_fast.data.imagenet.jpeg_turbo import DECODERS
 from dawnbench_fast.execution import gpu_defaults
 from dawnbench_fast.execution.distributed import world
+from dawnbench_fast.imagenet import project_cli
 from dawnbench_fast.imagenet.recipe import RECIPES, apply_overrides, validate
 from dawnbench_fast.imagenet.task import (
     Config,
@@ -34,7 +35,7 @@ from dawnbench_fast.runner import cli, command
 from dawnbench_fast.runner.command import TaskCommand
 from dawnbench_fast.runner.runs import Recipe
 
-PROG = "python -m dawnbench_fast.imagenet"
+PROG = project_cli.PROG
 ERRORS = (*cli.USER_ERRORS, DataError)  # one line on stderr and exit 2, never a traceback
 KERNELS = ("auto", "torch")  # the --kernels choices that can work here (resolve_kernels)
 
@@ -51,7 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Train a ResNet on ImageNet to --target top-5 validation accuracy and write a "
         "DAWNBench report (time-to-accuracy, cost, one-image latency, TSV + JSON). Under torchrun "
-        "every process trains its share of each global batch; rank 0 writes.",
+        "every process trains its share of each global batch; rank 0 writes. Also `project` and "
+        "`measure` as the first word: the time to 93%% top-5 on N GPUs projected from measured parts "
+        "(docs/IMAGENET.md, \"The projection\").",
         formatter_class=cli.HelpFormatter,
     )
     cli.add_version_arg(p)
@@ -128,7 +131,11 @@ COMMAND = TaskCommand(
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Train; or, with ``project`` or ``measure`` first, the projection's
+    commands (project_cli.py: time to accuracy on N GPUs from measured parts)."""
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in project_cli.COMMANDS:
+        return project_cli.main(argv)
     return cli.guarded(PROG, lambda: command.run(COMMAND, config_file.parse_args(build_parser(), argv)),
                        ERRORS)
 
