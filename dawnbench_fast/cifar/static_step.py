@@ -165,6 +165,7 @@ class StepGraphs:
         return {**self.plan.record(), "graphs": [v.name() for v in self.graphs],
                 "capture_seconds": round(self.capture_seconds, 3)}
 
+
 def first_epoch_at(task: CifarTask, side: int) -> int:
     """The first epoch of the run whose training side is ``side``."""
     epochs = len(task.epoch_steps)

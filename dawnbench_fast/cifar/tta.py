@@ -160,7 +160,7 @@ def selective_tta_pass(model: torch.nn.Module, x: torch.Tensor, level: int, belo
     with nvtx.annotate("tta_one_view", domain=NVTX_DOMAIN):
         first = torch.cat([model(x[s]) for s in chunks(len(x), view_batch)])
     pick = (first.float().softmax(1).amax(1) < below).nonzero().squeeze(1)  # the one read of the pass
-    out = first
+    out = first.clone()  # the one-view logits stay as they are: each chunk's views read its rows
     for s in chunks(len(pick), cap):
         part = pick[s]
         size = bucket(len(part), cap) if _padding(x, pad) else len(part)
