@@ -24,7 +24,7 @@ from dawnbench_fast.roofline.analysis import Attribution, Unit, attribute, displ
 from dawnbench_fast.roofline.ncu import NcuKernel
 from dawnbench_fast.roofline.peak_choice import resolve_peaks
 from dawnbench_fast.roofline.peaks import Peaks
-from dawnbench_fast.roofline.trace import Trace, load_trace
+from dawnbench_fast.roofline.trace import Trace, load_trace, short_kernel_name
 from dawnbench_fast.roofline.trace_args import precision_of
 from dawnbench_fast.vocabulary import DTYPE_BYTES
 
@@ -345,7 +345,7 @@ def _attach_measured(rows: dict, units: list[Unit], ncu_by_name: dict) -> None:
         key = (u.op.name, json.dumps(u.op.shapes), json.dumps(u.op.dtypes))
         acc = per_row.setdefault(key, [0.0, 0.0, True, True])
         for k in u.kernels:
-            m = ncu_by_name.get(k.name) or ncu_by_name.get(_short_kernel(k.name))
+            m = ncu_by_name.get(k.name) or ncu_by_name.get(short_kernel_name(k.name))
             if m is None:
                 acc[2] = acc[3] = False
                 continue
@@ -362,11 +362,3 @@ def _attach_measured(rows: dict, units: list[Unit], ncu_by_name: dict) -> None:
             row.measured_bytes = b
         if flops_ok:
             row.measured_flops = f
-
-
-def _short_kernel(name: str) -> str:
-    """ncu prints demangled names without arguments: ``void f<...>(...)`` -> ``f``."""
-    base = name.split("(")[0].strip()
-    if base.startswith("void "):
-        base = base[5:]
-    return base.split("<")[0].strip()

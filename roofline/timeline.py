@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from dawnbench_fast.roofline.trace import Trace
+from dawnbench_fast.roofline.trace import Trace, short_kernel_name
 
 # The runtime calls that launch work on the device, by kind.
 KERNEL_LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
@@ -28,10 +28,7 @@ GRAPH_LAUNCHES = ("cudaGraphLaunch", "cuGraphLaunch")
 def kernel_family(name: str) -> str:
     """A kernel's name without its template arguments, parameters and
     Inductor's numbering: the unit the timeline's shares are given in."""
-    base = name.split("(")[0].strip()
-    base = base[5:] if base.startswith("void ") else base
-    base = base.split("<")[0].strip()
-    return re.sub(r"_\d+$", "", base) or name
+    return re.sub(r"_\d+$", "", short_kernel_name(name)) or name
 
 
 @dataclass(frozen=True)

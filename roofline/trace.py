@@ -167,6 +167,15 @@ def parse_events(events: list[dict], path: str = "<memory>", device_properties: 
     return trace
 
 
+def short_kernel_name(name: str) -> str:
+    """A demangled kernel name as ncu prints it, without its template and
+    argument lists: ``void f<...>(...)`` -> ``f``."""
+    base = name.split("(")[0].strip()
+    if base.startswith("void "):
+        base = base[5:]
+    return base.split("<")[0].strip()
+
+
 def _int(v: Any) -> int | None:
     try:
         return int(v)
