@@ -128,21 +128,20 @@ def selective_tta_logits(model: torch.nn.Module, x: torch.Tensor, level: int, be
     (default, and at least, ``len(x)``): a few fixed shapes for cuDNN's
     autotuning instead of one per count. Off on the CPU, where nothing is
     autotuned and every padded row costs its full compute."""
-    if level == 0 or below >= 1.0:
-        return tta_logits(model, x, level)
-    with nvtx.annotate("tta_one_view", domain=NVTX_DOMAIN):
-        first = model(x)
-    pick = (first.float().softmax(1).amax(1) < below).nonzero().squeeze(1)
-    if len(pick) == 0:
-        return first
-    size = bucket(len(pick), max(cap or 0, len(x))) if _padding(x, pad) else len(pick)
-    out = _unsure_logits(model, x, first, pick, level, size)
-    return first.to(out.dtype).index_copy(0, pick, out)
+    whole = max(cap or 0, len(x), 1)  # one batch: the whole of x, its unsure set in one forward
+    return selective_tta_pass(model, x, level, below, whole, whole, pad)
 
 
 def chunks(n: int, size: int) -> list[slice]:
     """``range(n)`` in slices of ``size`` (the last one shorter)."""
     return [slice(i, min(i + size, n)) for i in range(0, n, size)]
+
+
+def _in_batches(forward, x: torch.Tensor, size: int) -> torch.Tensor:
+    """``forward`` over ``x`` in batches of ``size`` rows, concatenated (one
+    batch: ``forward(x)`` itself, no copy)."""
+    parts = chunks(len(x), size)
+    return forward(x) if len(parts) <= 1 else torch.cat([forward(x[s]) for s in parts])
 
 
 def selective_tta_pass(model: torch.nn.Module, x: torch.Tensor, level: int, below: float, view_batch: int,
@@ -156,16 +155,16 @@ def selective_tta_pass(model: torch.nn.Module, x: torch.Tensor, level: int, belo
     so the result is :func:`selective_tta_logits`' on any batching of ``x``
     (tests/cifar/test_tta_shapes.py compares them)."""
     if level == 0 or below >= 1.0:  # no unsure set: every view of every image, ``cap`` images a forward
-        return torch.cat([tta_logits(model, x[s], level) for s in chunks(len(x), cap)])
+        return _in_batches(lambda v: tta_logits(model, v, level), x, cap)
     with nvtx.annotate("tta_one_view", domain=NVTX_DOMAIN):
-        first = torch.cat([model(x[s]) for s in chunks(len(x), view_batch)])
+        first = _in_batches(model, x, view_batch)
     pick = (first.float().softmax(1).amax(1) < below).nonzero().squeeze(1)  # the one read of the pass
-    out = first.clone()  # the one-view logits stay as they are: each chunk's views read its rows
+    out = first
     for s in chunks(len(pick), cap):
         part = pick[s]
         size = bucket(len(part), cap) if _padding(x, pad) else len(part)
         views = _unsure_logits(model, x, first, part, level, size)
-        out = out.to(views.dtype).index_copy_(0, part, views)
+        out = out.to(views.dtype).index_copy(0, part, views)  # a new tensor: first's rows stay as read
     return out
 
 
