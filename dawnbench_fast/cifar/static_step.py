@@ -37,7 +37,7 @@ class CifarTask(Protocol):
     device: torch.device
     batch: int
     share: slice
-    epoch_steps: list[int]
+    warm_up_epochs: tuple[int, ...]
     model: torch.nn.Module
 
     def make_batch(self, idx: torch.Tensor, epoch: int | torch.Tensor, i: int | torch.Tensor, side: int,
@@ -167,6 +167,6 @@ class StepGraphs:
 
 
 def first_epoch_at(task: CifarTask, side: int) -> int:
-    """The first epoch of the run whose training side is ``side``."""
-    epochs = len(task.epoch_steps)
-    return next(e for e in range(epochs) if epoch_side(task.cfg.progressive, e, task.data.side) == side)
+    """The first epoch of the run whose training side is ``side``: the one of
+    the task's ``warm_up_epochs`` (the first epoch of each side) at that side."""
+    return next(e for e in task.warm_up_epochs if epoch_side(task.cfg.progressive, e, task.data.side) == side)
