@@ -60,7 +60,11 @@ def augment_op(padded: torch.Tensor, indices: torch.Tensor, params: torch.Tensor
     prm = params.to(device=dev, dtype=torch.int32).contiguous()
     if prm.shape != (b, 5):
         raise ValueError(f"csrc_augment: params must be ({b}, 5) int32 rows, got {tuple(prm.shape)}")
-    if b:  # the kernels read padded[indices[i]] unchecked: checked on the device, without a host read
+    # The kernels read padded[indices[i]] unchecked: checked on the device, without a host read,
+    # except inside a CUDA graph's capture: a failed device-side assert is sticky (every later
+    # kernel of the process fails), and the same shapes and limits were checked by the eager
+    # warm-up steps that ran before the capture.
+    if b and not _capturing(dev):
         n = padded.shape[0]
         torch._assert_async(((idx >= 0) & (idx < n)).all(),
                             f"csrc_augment: image indices outside the dataset's 0..{n - 1}")
@@ -83,6 +87,11 @@ def augment_op(padded: torch.Tensor, indices: torch.Tensor, params: torch.Tensor
             cupy_path.augment(DTYPE_SUFFIX[out_dtype], padded, idx, prm, sc, sh, out, b, ph, pw,
                               c, size, cutout)
     return out
+
+
+def _capturing(device: torch.device) -> bool:
+    """Whether ``device``'s current stream is capturing a CUDA graph (a host query, no synchronisation)."""
+    return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
 
 
 @augment_op.register_fake

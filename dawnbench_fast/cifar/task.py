@@ -127,7 +127,8 @@ class CifarTask:
         self.alternate_whiten_bias = False  # prepare_warm_up: the throwaway warm-up task only
         self.compiled = gpu_defaults.compile_enabled(cfg.compile, device)
         mode = gpu_defaults.compile_mode(cfg.compile_mode, device)
-        self.forward_loss = gpu_defaults.compiled(forward_loss, mode) if self.compiled else forward_loss
+        self.forward_loss = (gpu_defaults.compiled(forward_loss, mode, fullgraph=True) if self.compiled
+                             else forward_loss)
         # the step as CUDA graphs where the run allows it, else why not (run.json's "step")
         self.plan = capture_plan(device, self.epoch_steps, cfg.progressive, side, self.whiten_bias_steps,
                                  cfg.prune, self.world.distributed, cfg.capture,

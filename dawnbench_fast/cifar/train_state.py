@@ -84,7 +84,7 @@ def build_optimizers(model: CifarNet, cfg: CifarRecipe, whiten_bias_steps: int =
     batch_banks = filters[0].device.type == "cuda" and orthogonalize is newton_schulz
     batch = newton_schulz_batched
     if compiled and batch_banks:  # compiled only where it runs
-        batch = gpu_defaults.compiled(batch)
+        batch = gpu_defaults.compiled(batch, fullgraph=True)
     return [sgd, Muon(filters, lr=cfg.lr_filters, momentum=cfg.muon_momentum, ns_steps=cfg.ns_steps,
                       orthogonalize=orthogonalize, weight_decay=cfg.muon_weight_decay * cfg.batch_size,
                       norm_every=cfg.filter_norm_every, norm_ramp=cfg.filter_norm_ramp,

@@ -20,7 +20,8 @@ an H200").
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -31,7 +32,7 @@ COMPILE_CHOICES = ("auto", "on", "off")
 COMPILE_RULE = "must be auto, on or off (auto: on CUDA only; --compile / --no-compile)"
 # torch.compile's backend; tests swap in "eager" (Dynamo's capture without code generation).
 COMPILE_BACKEND = "inductor"
-_COMPILED: dict[tuple[Callable[..., Any], Any, str], Callable[..., Any]] = {}
+_COMPILED: dict[tuple[Callable[..., Any], Any, str, bool], Callable[..., Any]] = {}
 # torch.compile's modes (Inductor's). auto: on CUDA the 2026 CIFAR record's
 # "max-autotune-no-cudagraphs" (Triton templates autotuned in the warm-up, and
 # no CUDA graphs of Inductor's own: the CIFAR step captures the whole step
@@ -64,7 +65,35 @@ def compile_mode(choice: str, device: torch.device) -> str:
     return choice
 
 
-def compiled(fn: Callable[..., Any], mode: str = "default") -> Callable[..., Any]:
+# Dynamo's limit of compiled graphs per function before it gives up and runs the
+# function eagerly, set explicitly: the CIFAR step alone needs six forward and
+# backward graphs (three training sides, the whitening bias trained or frozen)
+# against Dynamo's default of 8, and past the limit the fallback is silent.
+# With ``fail_on_recompile_limit_hit`` a run that would pass it stops instead.
+RECOMPILE_LIMIT = 16
+
+
+def set_recompile_limit(limit: int = RECOMPILE_LIMIT) -> None:
+    """Dynamo's recompile limit (and its older name) set to ``limit``, and
+    hitting it made an error instead of a silent fall back to eager."""
+    config = torch._dynamo.config
+    for name in ("recompile_limit", "cache_size_limit"):
+        if hasattr(config, name):
+            setattr(config, name, limit)
+    if hasattr(config, "fail_on_recompile_limit_hit"):
+        config.fail_on_recompile_limit_hit = True
+
+
+@contextmanager
+def no_recompile() -> Iterator[None]:
+    """Any compilation inside is an error (Dynamo's ``error_on_recompile``):
+    around a CUDA graph's capture, where the warm-up has compiled every shape
+    and a recompilation would read the generator's state mid-capture."""
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        yield
+
+
+def compiled(fn: Callable[..., Any], mode: str = "default", fullgraph: bool = False) -> Callable[..., Any]:
     """``torch.compile(fn, mode=mode)``, one per function, mode and backend
     for the whole process.
 
@@ -74,12 +103,18 @@ def compiled(fn: Callable[..., Any], mode: str = "default") -> Callable[..., Any
     model share the graphs only if they share this wrapper. ``dynamic=False``:
     every shape the run meets (one per training resolution) is compiled for
     itself in the warm-up, rather than recompiled as a dynamic-shape graph
-    inside the clock when a second shape appears. ``mode`` is Inductor's
-    (:data:`COMPILE_MODES` less auto); another backend (tests) takes none."""
-    key = (fn, COMPILE_BACKEND, mode)
+    inside the clock when a second shape appears. ``fullgraph=True``: a graph
+    break would split the step into pieces run between Python, which a
+    captured step cannot hold and an eager fallback hides: it is an error
+    instead (the CIFAR step asks for it, as the 2026 record compiles its
+    model). ``mode`` is Inductor's (:data:`COMPILE_MODES` less auto);
+    another backend (tests) takes none."""
+    key = (fn, COMPILE_BACKEND, mode, fullgraph)
     if key not in _COMPILED:
+        set_recompile_limit()
         options = {"mode": mode} if COMPILE_BACKEND == "inductor" and mode != "default" else {}
-        _COMPILED[key] = torch.compile(fn, backend=COMPILE_BACKEND, dynamic=False, **options)
+        _COMPILED[key] = torch.compile(fn, backend=COMPILE_BACKEND, dynamic=False, fullgraph=fullgraph,
+                                       **options)
     return _COMPILED[key]
 
 

@@ -19,6 +19,10 @@ import torch
 
 Tensors = list[torch.Tensor]
 
+# The devices whose updates take ATen's fused ``alpha`` (see the module's doc).
+# Tests empty it to run the CPU with a GPU's arithmetic, as a captured step does.
+FMA_DEVICES = ("cpu",)
+
 
 def at_step(table: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
     """``table[step]`` for a 0-dim integer tensor ``step``, as an index_select:
@@ -47,7 +51,7 @@ def scaled_add_(params: Tensors, updates: Tensors, scale: torch.Tensor, fma: boo
     device. ``fma``: one fused multiply-add (the CPU's default), or a
     multiply then an add (elsewhere; what a captured graph replays)."""
     if fma is None:
-        fma = scale.device.type == "cpu"
+        fma = scale.device.type in FMA_DEVICES
     if fma:
         torch._foreach_add_(params, updates, alpha=scale)
     else:

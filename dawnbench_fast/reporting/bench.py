@@ -314,6 +314,8 @@ def step_line(step: dict) -> str:
         return (f"step: replayed as {len(step.get('graphs') or step['variants'])} CUDA graph(s) "
                 f"({', '.join(step['variants'])}), captured in the warm-up in "
                 f"{step.get('capture_seconds', 0.0):.2f} s")
+    if step.get("capture_failed"):
+        return f"step: eager, capture failed: {step['capture_failed']}"
     return "step: eager (not captured: " + "; ".join(step["eager_why"]) + ")"
 
 

@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 TRAPPED = ("item", "tolist", "numpy", "cpu", "__bool__", "__int__", "__float__", "__index__", "__array__")
 FACTORIES = ("tensor", "as_tensor", "asarray", "from_numpy")
@@ -77,3 +79,46 @@ def no_host_tensors(allow: tuple[str, ...] = ()) -> Iterator[None]:
     finally:
         for name, fn in saved.items():
             setattr(torch, name, fn)
+
+
+# ATen ops that hand a device value to the host or size a result by the data
+# (each a synchronisation on a GPU, and refused inside a CUDA graph's capture).
+HOST_OPS = ("_local_scalar_dense", "nonzero", "nonzero_static", "is_nonzero", "equal", "masked_select",
+            "_unique", "_unique2", "unique_dim", "unique_consecutive", "unique_dim_consecutive",
+            "lift_fresh", "lift_fresh_copy")
+
+
+class HostOp(AssertionError):
+    """An ATen op that needs the host (a value read back, a data-sized result,
+    a tensor made from host values, a copy across devices) ran in the trapped code."""
+
+
+class _HostOpTrap(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = func._schema.name.split("::")[-1]
+        if name in HOST_OPS:
+            raise HostOp(f"aten.{name} inside the step: it needs the host")
+        if name in ("index", "index_put", "index_put_", "_index_put_impl_") and any(
+                t.dtype == torch.bool for t in _tensors(args[1:2])):
+            raise HostOp(f"aten.{name} with a boolean mask inside the step: a data-sized result")
+        if name in ("_to_copy", "copy_"):
+            devices = {t.device for t in _tensors((args, kwargs))}
+            target = kwargs.get("device")
+            if len(devices) > 1 or (target is not None and torch.device(target) not in devices):
+                raise HostOp(f"aten.{name} across devices inside the step: a host copy")
+        return func(*args, **kwargs)
+
+
+@contextmanager
+def no_host_ops() -> Iterator[None]:
+    """The dispatcher's view of :func:`no_host_reads` and :func:`no_host_tensors`:
+    every ATen op in :data:`HOST_OPS` and every copy between devices raises,
+    whatever Python path reached it (the backward's and a compiled graph's
+    ops included), where the Tensor-method traps see only Python's calls."""
+    with _HostOpTrap():
+        yield
+
+
+def _tensors(tree) -> list[torch.Tensor]:
+    return [t for t in tree_flatten(tree)[0] if isinstance(t, torch.Tensor)]
