@@ -282,7 +282,7 @@ def test_cuda_recorder_warms_up_and_captures_on_one_stream():
 
     graph, out = recorder(body)
     s = recorder.stream
-    # two warm-ups then the capture, all on the recorder's one stream; a recompile is an error in the capture only
+    # two warm-ups, then the capture, all on the recorder's one stream; a recompile errs in the capture only
     assert seen == [(s, False), (s, False), (s, True)]
     assert [c[0] for c in cuda.calls] == ["wait", "enter stream", "exit stream", "capture", "end capture",
                                           "wait"]

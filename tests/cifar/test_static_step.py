@@ -5,12 +5,11 @@ keeps at the same address from step to step."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 import torch
 from support.cifar_data import cifar_dir
 from support.recorders import ReplayingRecorder
+from support.seed_runs import seed_runs
 
 from dawnbench_fast.cifar import Config
 from dawnbench_fast.cifar.capture_plan import StepVariant
@@ -61,43 +60,10 @@ def test_static_inputs_train_as_the_eager_step(mode):
         assert torch.equal(value, want[name]), name
 
 
-def _runs(capture: str, seeds: tuple[int, ...]) -> tuple[list[list[float]], list[dict], list[dict]]:
-    """A warm-up (seed 99) and then ``seeds``, one TrainState shared by all as
-    the command shares it, each seed's losses over 2 epochs through the
-    loop's own train_epoch, its final weights and its step record."""
-    from dawnbench_fast.cifar.train_state import TrainState
-    from dawnbench_fast.training.train import train_epoch, warm_up
-
-    cfg = Config(subset=200, eval_subset=100, batch_size=100, epochs=2, whiten_images=100,
-                 progressive=(24,), whiten_bias_epochs=0.5, average_from=2, widths=(16, 32, 32), cutout=4,
-                 brightness=0.1,
-                 precision="fp32", kernels="torch", data_dir=str(cifar_dir()), download=False,
-                 capture=capture, seed=99)
-    base = cfg.build_task(torch.device("cpu"))
-    state = TrainState()
-    make = lambda seed: type(base)(dataclasses.replace(cfg, seed=seed), base.data, base.device,  # noqa: E731
-                                   base.backend, state)
-    warm_up(make(99))
-    losses, weights, records = [], [], []
-    for seed in seeds:
-        task = make(seed)
-        task.init_model()
-        per_step = []
-        task.train_step = _recording(task.train_step, per_step)
-        for epoch in range(2):
-            train_epoch(task, epoch)
-        losses.append(per_step)
-        weights.append({k: v.clone() for k, v in task.model.state_dict().items()})
-        records.append(task.step_record())
-    return losses, weights, records
-
-
-def _recording(step, out: list):
-    def wrapped(*batch):
-        loss = step(*batch)
-        out.append(loss.total.item())
-        return loss
-    return wrapped
+def _runs(capture: str, seeds: tuple[int, ...], monkeypatch=None, recorder=None):
+    """(losses, weights, step records) of a warm-up and ``seeds`` (support/seed_runs.py)."""
+    runs = seed_runs(capture, seeds, monkeypatch, recorder)
+    return runs.losses, runs.weights, runs.records
 
 
 def test_the_static_step_through_the_loop_is_the_eager_step_for_every_seed():
@@ -140,27 +106,21 @@ def test_captured_steps_replay_for_every_seed_as_the_eager_step(monkeypatch):
     seed replays its variant's graph (never the body directly) after loading
     its inputs, and the seeds' losses and weights are the eager step's."""
     from dawnbench_fast.cifar import static_step
-    from dawnbench_fast.cifar.capture_plan import CapturePlan
 
     recorder = ReplayingRecorder()
-    real_init = static_step.StepGraphs.__init__
-
-    def captured(self, task, plan, _recorder):  # the plan as a GPU's: captured, with its variants
-        real_init(self, task, CapturePlan(plan.variants), recorder)
-
-    monkeypatch.setattr(static_step.StepGraphs, "__init__", captured)
     calls = []
     real_body = static_step.StaticStep.body
     monkeypatch.setattr(static_step.StaticStep, "body",
                         lambda self, task, v: calls.append(v) or real_body(self, task, v))
     eager = _runs("off", (0, 1))
     calls.clear()
-    got = _runs("static", (0, 1))
+    got = _runs("static", (0, 1), monkeypatch, recorder)
     assert got[0] == eager[0]
     for have, want in zip(got[1], eager[1], strict=True):
         for name, value in have.items():
             assert torch.equal(value, want[name]), name
     assert recorder.recorded == 3  # 24px with and without the bias, 32px frozen
-    # the warm-up's 4 eager steps (2 at each side) and its 3 replays, then 4 steps of each seed, replayed
-    assert recorder.replays == 3 + 2 * 4 and len(calls) == 4 + 3 + 2 * 4
+    # the warm-up's 4 eager steps (2 at each side); each graph replayed once, then twice in its
+    # self-test beside two eager bodies; then 4 steps of each seed, replayed
+    assert recorder.replays == 3 * 3 + 2 * 4 and len(calls) == 4 + 3 * 3 + 3 * 2 + 2 * 4
     assert got[2][0]["captured"] and got[2][0]["graphs"] == ["24px/whiten-bias", "24px/frozen", "32px/frozen"]

@@ -152,8 +152,9 @@ def test_an_arm_replays_the_graphs_its_warm_up_captured(monkeypatch):
     finally:
         torch.set_num_threads(before)
     assert rec["captured"] and recorder.recorded == 2  # 24 px and 32 px, frozen whitening bias
-    # each graph once at its capture, then the first step, then 3 timed replays of each variant
-    assert recorder.replays == 2 + 1 + 2 * 3
+    # each graph once at its capture and twice in its self-test, then the first step, then 3 timed
+    # replays of each variant
+    assert recorder.replays == 2 * 3 + 1 + 2 * 3
     assert rec["variants"]["24px/frozen"]["median"] > 0 and rec["capture_s"] > 0
 
 
