@@ -1,4 +1,4 @@
-"""Every repository path the docs and the docstrings cite exists (issue 29).
+"""Every repository path the docs and the docstrings cite exists.
 
 A "cited path" is a token in the text that names a place in this repository:
 

@@ -1,4 +1,4 @@
-"""The shape of the house (issues 8 and 29): no import cycles; imports go down
+"""The shape of the house: no import cycles; imports go down
 the floors of :data:`FLOORS`, room by room (folders of dawnbench_fast, and
 kernels/, csrc/, roofline/), never up or across a floor; and no module or
 function grows past what a reader holds.

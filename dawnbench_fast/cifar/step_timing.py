@@ -1,4 +1,4 @@
-"""The in-step benchmark (issue 46): the CIFAR training step timed as the
+"""The in-step benchmark: the CIFAR training step timed as the
 trainer runs it, captured and replayed, with ``--kernels torch``, ``auto``
 and each of our faces switched in one op at a time, at the recipe's shapes.
 

@@ -1,4 +1,4 @@
-"""The in-step benchmark (issue 46, cifar/step_timing.py, cifar/step_arms.py
+"""The in-step benchmark (cifar/step_timing.py, cifar/step_arms.py
 and benchmarks/bench_in_step.py): its arms, its CPU dry run (the static step's
 body timed eagerly at tiny shapes, two arms, the result file's structure),
 its budget, and the captured step's kernel time by group from kernel names
