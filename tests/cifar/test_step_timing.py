@@ -53,7 +53,7 @@ def test_an_arm_switches_one_op_and_leaves_the_others_on_torch():
 
 
 def test_a_gpus_default_arms_are_torch_auto_then_each_face_one_op_at_a_time(monkeypatch):
-    """The order docs/GPU_SUITE.md quotes (bn_act first: issue 46's question),
+    """The order docs/GPU_SUITE.md quotes (bn_act first: the op the in-step benchmark was built to settle),
     with every GPU face standing in as runnable."""
     real = dispatch.unavailable_reason
     monkeypatch.setattr(dispatch, "unavailable_reason",
