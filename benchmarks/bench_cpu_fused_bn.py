@@ -7,7 +7,7 @@ new (csrc/bn_act_pool_cpu.cpp, bn_act_pool.py), under pytest-benchmark:
   after conv2, csrc bn_act with the old loops against the vectorised NHWC
   loops. Forward, and forward + backward; ``extra_info`` has each new pass's
   achieved GB/s (its minimal bytes / its time) and the copy bandwidth
-  measured in the same session.
+  measured in the same run.
 - group (``test_group``): each conv group forward + backward (the cpu
   backend's conv_group).
 - step (``test_step``): the recipe's whole training step (``--kernels cpu``;

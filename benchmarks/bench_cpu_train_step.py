@@ -58,7 +58,7 @@ def test_train_step(benchmark, data, backend):
 
 
 def test_data_prepare(benchmark, cifar10):
-    """What the clock's init charges for the data (issue 42): the whole training set
+    """What the clock's init charges for the data: the whole training set
     reflect-padded and the test and whitening images normalised (DeviceData.prepare)."""
     cfg, _ = with_resolved_precision(Config(), torch.device("cpu"))
     d = place_data(cifar10, cfg, torch.device("cpu"))

@@ -24,7 +24,7 @@ comparison, so the table sets them side by side).
 ``BENCH_ROUNDS`` timed rounds (default 7) after one warm-up round. Each
 case's rounds run back to back (not interleaved with the other
 implementation's, as the script before did): on a busy machine compare
-within one session and look at the spread. ``extra_info`` holds the load
+within one run and look at the spread. ``extra_info`` holds the load
 average before and after each case. Needs the C++ build (skipped without it).
 """
 

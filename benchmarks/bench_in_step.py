@@ -1,4 +1,4 @@
-"""The in-step benchmark (issue 46): the captured CIFAR training step timed
+"""The in-step benchmark: the captured CIFAR training step timed
 with ``--kernels torch``, ``auto`` and each of our faces switched in one op
 at a time. Everything is in dawnbench_fast/cifar/step_timing.py; this is its
 command line:
@@ -9,7 +9,7 @@ command line:
 
 A study of the whole step, not a pytest-benchmark module (tests/test_benchmarks.py
 lists it among the scripts); docs/GPU_SUITE.md, "The in-step benchmark",
-says how to run it in a GPU session and how its result becomes the winners
+says how to run it on a GPU and how its result becomes the winners
 table of ``--kernels auto``.
 """
 

@@ -20,7 +20,7 @@ default's 24, 24, 24, 28, 28, 28 px) its first side; ``progressive=28`` or
 batch size and two warm-up steps, then ``BENCH_ROUNDS`` timed steps (default
 5) on the same batch; each arm's rounds run back to back (the script before
 alternated the arms within each round, so that a drift of the machine's
-speed reached every arm alike: compare arms within one session). ``extra_info``
+speed reached every arm alike: compare arms within one run). ``extra_info``
 per arm: batch, seconds per 1,000 images and the training phase that the
 recipe's step count implies (steps x median step). ``test_recipe_batches``
 times the same arms' batches (``epoch_batches``: order, augmentation, jitter,

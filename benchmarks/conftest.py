@@ -21,7 +21,7 @@ def trainer_allocator():
 
 @pytest.fixture(scope="session")
 def cifar10():
-    """The training and test sets (read once per session), or a skip."""
+    """The training and test sets (read once per pytest run), or a skip."""
     if not has_cifar10(DATA):
         pytest.skip(f"CIFAR-10 not found at {DATA}; set DAWNBENCH_DATA")
     from dawnbench_fast.data.cifar10 import load_cifar10

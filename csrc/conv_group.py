@@ -42,7 +42,7 @@ tiles; where the CPU and OS give AMX tiles, ``amx`` on maps of at most
 alone (AMD EPYC family 25 model 17, Zen 4) dpbf16 measured 1.14-2.3x faster
 than oneDNN's on every conv of the net; on a Xeon with AMX, oneDNN's weight
 gradient is 1.3-7x faster than it, and ours on AMX tiles 3.0x (7x7) and 4.9x
-(3x3) faster than oneDNN's (per-round times over the forward's, one session;
+(3x3) faster than oneDNN's (per-round times over the forward's, one run;
 docs/PERFORMANCE.md).
 Why fixed and not timed: a choice timed once and cached was poisoned by a
 loaded spell (oneDNN's bf16 weight gradient of 64->256 channels at 15x15 took

@@ -6,7 +6,7 @@ suite's ops part writes it (``python -m dawnbench_fast.gpu_suite``, ``--winners-
 its medians: for each op, the backend whose summed median over the op's cases
 is lowest, torch eager's included, provided every case of that backend ran
 and agreed with torch: rows of ``source`` "eager" (a row without one is
-eager too). The in-step benchmark (issue 46, benchmarks/bench_in_step.py,
+eager too). The in-step benchmark (benchmarks/bench_in_step.py,
 cifar/step_timing.py) times the whole captured training step with each face
 switched in one op at a time; :func:`updated_table_in_step` merges its
 result: for each op it measured, the face whose arm's step is fastest,
@@ -159,7 +159,7 @@ def write_table(table: dict, path: Path) -> None:
     atomic.write_text(path, json.dumps(table, indent=1, sort_keys=True) + "\n")
 
 
-# -- From the in-step benchmark (issue 46) ------------------------------------
+# -- From the in-step benchmark ------------------------------------
 
 
 def _faces(arm: dict) -> dict[str, str]:

@@ -166,7 +166,7 @@ def _(x, wmat, scale, shift, act, stats, deterministic):
 def wgrad_blocks(cin: int, cout: int) -> tuple[int, int, int, int, int]:
     """(BLOCK_M over the 9*Cin rows, BLOCK_N over Cout, BLOCK_K over pixels,
     num_warps, num_stages): the H100 sweep's winners without spills
-    (docs/results/gpu-h100-2026-11-26b, call 2): 64x64x32 with 4 warps and 4
+    (docs/results/gpu-h100-2026-11-26b/call2): 64x64x32 with 4 warps and 4
     stages for the 24-channel input; 128x128x64 with 8 warps for 256 output
     channels (0.358 / 0.300 ms against 0.397 / 0.346 with 64 rows at 64->256
     @15 px and 256->256 @7 px; 0.110 against 0.086 at @3 px, a smaller call);

@@ -1,6 +1,6 @@
 """The device's timeline over profiled training steps: how long its kernels
 ran, how long it sat idle between them, how many launches it took, and each
-kernel's share of the kernel time (issue 45: "profile what is timed").
+kernel's share of the kernel time: the profile of what is timed.
 
 A step replayed as CUDA graphs launches its kernels from the graph, not from
 host ops, so the roofline's attribution of kernels to ops (analysis.py) sees

@@ -1,4 +1,4 @@
-"""docs/ARCHITECTURE.md's map of the rooms matches the tree (issue 29).
+"""docs/ARCHITECTURE.md's map of the rooms matches the tree.
 
 The map (between the ``rooms:start`` and ``rooms:end`` markers) is generated
 from the source: every room of tests/test_house.py's FLOORS, floor by floor,

@@ -1,4 +1,4 @@
-"""The benchmarks (issue 13): every micro and step benchmark in benchmarks/ is
+"""The benchmarks: every micro and step benchmark in benchmarks/ is
 a pytest-benchmark module that the normal test run never collects; each one
 runs (at tiny settings here, so that none rots) or skips cleanly without the
 data or the GPU it needs; the script command lines docs/PERFORMANCE.md quotes
@@ -90,7 +90,7 @@ CAPABILITY_BENCHES = ["bench_cpu_train_step.py", "bench_conv_shapes.py", "bench_
 @pytest.mark.slow
 @pytest.mark.parametrize("absent", sorted(ABSENT))
 def test_the_benchmarks_skip_what_the_cpu_lacks(tmp_path, absent):
-    """Issue 42: on a Zen 4 machine main failed its own CI, the AMX weight gradient
+    """On a Zen 4 machine main once failed its own CI, the AMX weight gradient
     called on a CPU without AMX tiles; the recorded runs had all been on the AMX Xeon."""
     r = subprocess.run([sys.executable, "-m", "pytest", *(f"benchmarks/{f}" for f in CAPABILITY_BENCHES),
                         "-q", "-rs", "-p", "no:cacheprovider", f"--benchmark-storage={tmp_path / 'store'}"],

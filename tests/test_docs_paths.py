@@ -1,4 +1,4 @@
-"""Every repository path the docs and the docstrings cite exists (issue 29).
+"""Every repository path the docs and the docstrings cite exists.
 
 A "cited path" is a token in the text that names a place in this repository:
 
@@ -19,7 +19,7 @@ Skipped: tokens with a placeholder (``<op>``, ``*``, ``{a,b}``, ``$VAR``,
 ``PATH`` or ``bench_X.py``), and everything under docs/journal/, whose paths
 are historical (the journal records what was true then).
 
-Scanned: README.md, DEVELOPERS.md and docs/*.md; the module, class and
+Scanned: README.md and docs/*.md; the module, class and
 function docstrings of the Python files in the package's folders
 (dawnbench_fast/, kernels/, csrc/, roofline/).
 """
@@ -138,7 +138,7 @@ def missing_in_text(text: str, rel: Path, root: Path, subs: tuple[str, ...]) -> 
 
 
 def doc_files(root: Path) -> list[Path]:
-    return [root / "README.md", root / "DEVELOPERS.md"] + sorted((root / "docs").glob("*.md"))
+    return [root / "README.md"] + sorted((root / "docs").glob("*.md"))
 
 
 def docstrings(source: str) -> list[tuple[int, str]]:

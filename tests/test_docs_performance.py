@@ -1,4 +1,4 @@
-"""docs/PERFORMANCE.md stays a page of current figures (issue 42): within
+"""docs/PERFORMANCE.md stays a page of current figures: within
 its 400 lines, naming the command that regenerates README's results table
 and every run behind its figures whose run.json records dirty code; the
 journal's index lists every journal file, as the history moved there is
@@ -21,7 +21,7 @@ MAX_LINES = 400  # the page's own rule: current figures only, history to the jou
 def test_performance_is_within_its_line_budget():
     n = len(PERFORMANCE.read_text(encoding="utf-8").splitlines())
     assert n <= MAX_LINES, (f"docs/PERFORMANCE.md has {n} lines (at most {MAX_LINES}): move superseded "
-                            "figures and old sessions' details to a docs/journal/ entry and index it")
+                            "figures and old runs' details to a docs/journal/ entry and index it")
 
 
 def test_performance_names_the_regeneration_command():

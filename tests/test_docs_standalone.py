@@ -1,4 +1,4 @@
-"""README.md and the package's code stand alone (issue 13): a reader with only
+"""README.md and the package's code stand alone: a reader with only
 this repository finds everything they cite. No path that leaves the
 repository (``../shared/...``, a machine's work or home folders) and no
 Markdown file that the repository does not hold (a bare ``DESIGN.md`` that

@@ -215,7 +215,7 @@ def validate(cfg: CifarRecipe) -> CifarRecipe:
 # Named recipes: Config's field values that differ from the default recipe.
 # The default (``dawnbench_fast``) is the 2026 record's levers (FULCRUM below)
 # for 9.5 epochs instead of its 8.875: as published, seeds 0-2 gave 94.01%
-# here (whole test set, selective TTA), short of issue 43's bar (a ten-seed
+# here (whole test set, selective TTA), short of the bar the default must meet (a ten-seed
 # mean of 94.05% with 9 of 10 reaching 94%); the longer tail at 32 px (3.5
 # epochs instead of 2.875) met it (docs/PERFORMANCE.md, "The default").
 # Under the levers, hiverge/cifar10-speedrun's values as published: batch
@@ -225,7 +225,7 @@ def validate(cfg: CifarRecipe) -> CifarRecipe:
 # set): with smoothing 0.09 the net is surer of itself, and 0.8 gives the
 # views to the 27% least sure (PERFORMANCE.md: 0.6 gave them to 13% and lost
 # 0.05-0.1 points on each of three models). ``dawnbench_fast_2025`` is the
-# default before (issue 32's: hiverge's values for 8.5 epochs at 32 px,
+# default before (hiverge's values for 8.5 epochs at 32 px,
 # whitening from 960 images, Muon at 0.205 renormalising every 8th step, the
 # decay to 0), ``hiverge`` the 2025 record's own 7.63 epochs, for the runs
 # that quote them. airbench94_muon is the published recipe, one flag away,
@@ -250,7 +250,7 @@ FULCRUM: dict = {
     "lr_filters": 0.2255, "filter_norm_every": 2, "filter_norm_ramp": 15, "whiten_images": 5000,
     "whiten_bias_epochs": 0.2,
 }
-# the default before issue 43 (issue 32's record: ten seeds 94.18 +- 0.11% on the AMX Xeon)
+# the default before the 2026 record's levers (its record: ten seeds 94.18 +- 0.11% on the AMX Xeon)
 DAWNBENCH_FAST_2025: dict = {
     "epochs": 8.5, "progressive": (), "progressive_mode": "crop", "lr_hold_epochs": 0.0, "lr_floor": 0.0,
     "average_every": 0, "lr_filters": 0.205, "filter_norm_every": 8, "filter_norm_ramp": 0,
@@ -262,9 +262,9 @@ RECIPES: dict[str, dict] = {
     "hiverge": {**DAWNBENCH_FAST_2025, "epochs": 7.63},
     "airbench94_muon": AIRBENCH94_MUON,
     # the published recipe with selective TTA: the default until the hiverge
-    # values and the cpu backend's weight gradient made those faster (issue 9)
+    # values and the cpu backend's weight gradient made those faster
     "airbench94_tta": {**AIRBENCH94_MUON, "tta_below": 0.6},
-    # the progressive schedule screened for issue 9 (seed 0: 94.08%, seed 1: 93.74%)
+    # the progressive schedule screened (seed 0: 94.08%, seed 1: 93.74%)
     "progressive24": {**AIRBENCH94_MUON, "epochs": 10, "progressive": (24,) * 6, "tta_below": 0.6},
     "fulcrum": FULCRUM,
 }

@@ -1,4 +1,4 @@
-"""The in-step benchmark's arms and one arm's timing (issue 46; the
+"""The in-step benchmark's arms and one arm's timing (the
 benchmark itself, its budget and command line: cifar/step_timing.py).
 
 An *arm* is a kernel choice: ``torch``, ``auto`` or another whole backend,

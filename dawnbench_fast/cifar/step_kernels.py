@@ -1,4 +1,4 @@
-"""The captured step's kernel time by kernel group (issue 46): which share
+"""The captured step's kernel time by kernel group: which share
 of a profiled step's device time went to the augmentation, BN + activation,
 the max-pool, the convolutions, the GEMMs, the optimisers, ...
 

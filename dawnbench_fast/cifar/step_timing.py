@@ -1,4 +1,4 @@
-"""The in-step benchmark (issue 46): the CIFAR training step timed as the
+"""The in-step benchmark: the CIFAR training step timed as the
 trainer runs it, captured and replayed, with ``--kernels torch``, ``auto``
 and each of our faces switched in one op at a time, at the recipe's shapes.
 
@@ -134,7 +134,7 @@ def unavailable(arm: Arm, device: torch.device) -> str | None:
 
 def run_ended_at(cmd: list[str], timeout_s: float) -> subprocess.CompletedProcess:
     """``cmd`` in a process session of its own, its output captured; at
-    ``timeout_s`` the whole session (Inductor's compile workers too) gets
+    ``timeout_s`` the whole process session (Inductor's compile workers too) gets
     TERM, then KILL ten seconds later, and ``returncode`` is None."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)

@@ -1,5 +1,5 @@
 """The gradient all-reduce of a data-parallel step, as a model that can be
-checked by hand (issue 47): how many bytes each step sends, how long a ring
+checked by hand: how many bytes each step sends, how long a ring
 all-reduce of them takes at a stated bus bandwidth, and how much of that
 time the backward pass hides, as DDP overlaps it bucket by bucket.
 

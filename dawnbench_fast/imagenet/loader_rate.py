@@ -1,4 +1,4 @@
-"""The loader's rate per core (issue 47): ImageNet's own loader
+"""The loader's rate per core: ImageNet's own loader
 (data/imagenet/loader.py) on one decoding thread, timed at each side for
 about ``seconds`` by ``ImageNetLoader.time_images`` (the trainer's
 pre-flight timing: decode, random-resized crop, resize, flip into a uint8

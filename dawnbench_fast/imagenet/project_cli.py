@@ -1,5 +1,5 @@
 """``python -m dawnbench_fast.imagenet project`` and ``... measure``: the
-projection's command line (issue 47; projection.py composes, docs/IMAGENET.md
+projection's command line (projection.py composes, docs/IMAGENET.md
 says how to read and check it).
 
     python -m dawnbench_fast.imagenet measure --out inputs.json [--data-dir DIR] [--device cuda]

@@ -1,4 +1,4 @@
-"""Time to 93% top-5 on N GPUs, composed from measured parts (issue 47): the
+"""Time to 93% top-5 on N GPUs, composed from measured parts: the
 step's rate on one GPU (step_rate.py), the loader's rate per core, and the
 gradient all-reduce (allreduce.py), with the recipe's epochs and sides.
 

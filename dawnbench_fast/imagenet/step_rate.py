@@ -1,4 +1,4 @@
-"""The training step's rate on one device, with no dataset (issue 47): the
+"""The training step's rate on one device, with no dataset: the
 recipe's ResNet, its optimiser and its step function (``task.forward_loss``,
 autocast, channels_last, ``torch.compile`` on CUDA as the trainer does), fed a
 synthetic batch that already lies on the device, so nothing but the step is

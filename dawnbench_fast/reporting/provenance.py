@@ -1,10 +1,10 @@
 """Which commit a run's code is, proved from the files themselves.
 
 run.json and the GPU suite record ``git rev-parse HEAD`` and whether the
-checkout differs from it. On a lent GPU machine the working tree is a copy
+checkout differs from it. On a GPU machine reached by a command runner the working tree is a copy
 whose ``.git`` may be older than the files beside it: there git reads the
-files as "dirty" against an old commit (issue 42 found all three H200 seeds
-so recorded). A *source stamp* closes the gap: made in the checkout the files
+files as "dirty" against an old commit (all three seeds of the first H200
+run were so recorded). A *source stamp* closes the gap: made in the checkout the files
 are carried from, it lists the commit and the git blob id of every file in
 that commit's tree; where the files land, each one is hashed again the way
 git hashes a blob. All equal: the code is that commit, clean, whatever the

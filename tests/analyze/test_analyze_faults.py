@@ -1,4 +1,4 @@
-"""Faults a user meets with a study (issue 42): stopped by a signal (a
+"""Faults a user meets with a study: stopped by a signal (a
 scheduler's TERM to its pid, ^C), the study ends the training runs it
 started, which run in process sessions of their own where no signal sent to
 the study reaches them, and exits 128 + the signal; a damaged run.json met by

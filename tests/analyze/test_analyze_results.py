@@ -1,4 +1,4 @@
-"""``python -m dawnbench_fast.analyze results`` (issue 42): README's results
+"""``python -m dawnbench_fast.analyze results``: README's results
 table is what the committed run files give, pooled over every pair of the
 same code, and a dirty or unknown provenance is never a headline. Reads
 files only: no training."""
@@ -67,8 +67,8 @@ def test_the_amx_row_pools_both_runs_of_its_code_and_is_no_headline():
     assert {p.seed for p in amx.pairs if p.dirty} == {1, 2}
     rows = [line for line in results.embedded(README).splitlines() if line.startswith("| ")]
     assert "0.419" not in "".join(rows)
-    # the one bold figure is a clean row's: the AMX Xeon's newest code (7dfbcf1, issue 43's default, three
-    # clean pairs); the code before it (ab75a29, two clean pairs) keeps its row, not bold
+    # the one bold figure is a clean row's: the AMX Xeon's newest code (7dfbcf1, the 2026 record's levers as
+    # the default, three clean pairs); the code before it (ab75a29, two clean pairs) keeps its row, not bold
     bold = [row for row in rows if "**" in row]
     assert len(bold) == 1 and "| 7dfbcf1 |" in bold[0] and "clean" in bold[0]
     assert any("| ab75a29 |" in row and "**" not in row for row in rows)

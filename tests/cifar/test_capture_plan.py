@@ -1,4 +1,4 @@
-"""Issue 45's capture plan (cifar/capture_plan.py): the step's graphs counted
+"""The capture plan (cifar/capture_plan.py): the step's graphs counted
 by hand for the default's curriculum, and each configuration the captured
 step cannot serve named with its reason."""
 

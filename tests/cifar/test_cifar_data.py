@@ -184,7 +184,7 @@ def test_download_checks_md5_then_unpacks_atomically(tmp_path, monkeypatch, serv
     assert [p.name for p in dest.iterdir()] == ["cifar-10-batches-bin"]  # no temp left behind
 
 
-# -- placed off the clock, prepared on it (issue 42) --------------------------------------------
+# -- placed off the clock, prepared on it --------------------------------------------
 
 
 def _host_prepared(ds: C.Cifar10, n: int, m: int, pad: int, whiten: int):

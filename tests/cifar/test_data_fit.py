@@ -1,5 +1,5 @@
-"""A configuration the data cannot honour is refused, never changed to fit
-(issue 42): a batch larger than the training (sub)set was cut to its size, a
+"""A configuration the data cannot honour is refused, never changed to fit:
+a batch larger than the training (sub)set was cut to its size, a
 whitening sample larger than it took what there was, a progressive crop
 larger than the images trained on the whole image, and a run too short for a
 step evaluated an untrained net. The command line's cases (one line, exit 2,

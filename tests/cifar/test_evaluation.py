@@ -1,4 +1,4 @@
-"""The clocked evaluation (issue 45): BN folded into convs allocated once
+"""The clocked evaluation: BN folded into convs allocated once
 and rewritten in place, one view of the whole test set in a few large
 batches, the unsure set read once, the counts read once; its accuracy is the
 per-batch evaluation's it replaced, exactly, on the CPU."""
@@ -34,7 +34,7 @@ def _trained_task(precision: str):
 
 
 def _per_batch_accuracy(task, level: int) -> float:
-    """The evaluation as it was before issue 45: selective TTA batch by batch
+    """The evaluation as it was before the captured step: selective TTA batch by batch
     (a one-view forward, a host read of the unsure set and its views each)."""
     cfg, data = task.cfg, task.data
     net = FoldedCifarNet(task.model).to(memory_format=torch.channels_last)

@@ -216,7 +216,7 @@ def test_the_lesion_finds_every_new_lever():
 
 
 def test_the_default_is_the_record_s_levers_for_9_5_epochs():
-    """The ten-seed record of issue 43 ran ``--recipe fulcrum --epochs 9.5`` before
+    """The ten-seed record of the default's values ran ``--recipe fulcrum --epochs 9.5`` before
     the default took its values: the same config, field for field."""
     assert dataclasses.replace(Config(), **{**RECIPES["fulcrum"], "epochs": 9.5}) == Config()
     before = Config(**RECIPES["dawnbench_fast_2025"])

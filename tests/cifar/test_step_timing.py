@@ -1,4 +1,4 @@
-"""The in-step benchmark (issue 46, cifar/step_timing.py, cifar/step_arms.py
+"""The in-step benchmark (cifar/step_timing.py, cifar/step_arms.py
 and benchmarks/bench_in_step.py): its arms, its CPU dry run (the static step's
 body timed eagerly at tiny shapes, two arms, the result file's structure),
 its budget, and the captured step's kernel time by group from kernel names
@@ -53,7 +53,7 @@ def test_an_arm_switches_one_op_and_leaves_the_others_on_torch():
 
 
 def test_a_gpus_default_arms_are_torch_auto_then_each_face_one_op_at_a_time(monkeypatch):
-    """The order docs/GPU_SUITE.md quotes (bn_act first: issue 46's question),
+    """The order docs/GPU_SUITE.md quotes (bn_act first: the op the in-step benchmark was built to settle),
     with every GPU face standing in as runnable."""
     real = dispatch.unavailable_reason
     monkeypatch.setattr(dispatch, "unavailable_reason",

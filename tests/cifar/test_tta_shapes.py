@@ -1,4 +1,4 @@
-"""Selective TTA's shapes on a GPU (issue 28): on CUDA the unsure images' set
+"""Selective TTA's shapes on a GPU: on CUDA the unsure images' set
 is padded to a few fixed sizes (tta.bucket_sizes) and the warm-up runs every
 shape the final evaluation can meet, so that cuDNN's autotuning of each new
 shape happens in the warm-up, not on the time-to-accuracy clock.

@@ -1,4 +1,4 @@
-"""Every float flag of the command lines refuses nan and inf (issue 42):
+"""Every float flag of the command lines refuses nan and inf:
 ``float()`` reads them, and a range check alone lets one through (a budget of
 inf never runs out; nan passes a flag with no range). One line naming the
 flag, exit status 2, before anything is read, measured or written."""

@@ -1,4 +1,4 @@
-"""Non-finite numbers in a configuration (issue 42): ``float()`` reads "nan",
+"""Non-finite numbers in a configuration: ``float()`` reads "nan",
 "inf" and "-inf", and Python's json module reads NaN, Infinity and 1e999, so
 every float field of both recipes, given any of them by ``--set`` or in a
 ``--config`` file, must be refused in one line naming the field, never

@@ -1,4 +1,4 @@
-"""The default precision follows the CPU (issue 13): bf16 autocast only where
+"""The default precision follows the CPU: bf16 autocast only where
 the CPU computes bf16 natively, fp32 elsewhere; an explicit precision wins;
 run.json says what ran and why; the C++ kernels are refused, not run, on a CPU
 their build cannot execute."""

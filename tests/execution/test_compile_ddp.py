@@ -1,5 +1,5 @@
 """``torch.compile`` of the ImageNet step around a DistributedDataParallel
-model (issue 28): the Trainer compiles its step function, forward_loss, and
+model: the Trainer compiles its step function, forward_loss, and
 hands it ``self.model``, which in a torchrun job is the DDP wrapper. Dynamo
 breaks the graph at DDP's own forward (its bookkeeping is not traced),
 compiles the ResNet's forward as one graph under its DDPOptimizer (split at

@@ -1,4 +1,4 @@
-"""The projection of ImageNet on N GPUs (issue 47): the ring all-reduce model
+"""The projection of ImageNet on N GPUs: the ring all-reduce model
 and DDP's buckets against hand computations, the composition against a hand
 computation, the inputs' JSON and its one-line errors, the ``project`` and
 ``measure`` commands, and the step's measurement as a CPU dry run (the GPU

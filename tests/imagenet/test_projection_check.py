@@ -1,4 +1,4 @@
-"""The projection's check (issue 47): the composition that projects ImageNet
+"""The projection's check: the composition that projects ImageNet
 on N GPUs (dawnbench_fast.imagenet.projection) predicts a short real run made
 here, from parts measured here just before it, and the prediction must come
 within :data:`TOLERANCE` of the run's clock in one process (in two, within

@@ -112,7 +112,7 @@ def sync_checked(fn: Callable, device: torch.device) -> Callable:
     """``fn`` itself off the GPU; on it, ``fn`` run under
     ``torch.cuda.set_sync_debug_mode("error")``: an op that makes the host
     wait for the device (a ``.item()``, a ``nonzero``, a copy to the host)
-    fails its test, as it would break a captured step (issue 45). Only the
+    fails its test, as it would break a captured step. Only the
     op's call is checked: the test's own comparisons read results back."""
     if device.type != "cuda":
         return fn

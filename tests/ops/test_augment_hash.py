@@ -116,7 +116,7 @@ def test_augmentation_compiles_as_one_graph():
 
 @pytest.mark.parametrize("alternate", [True, False])
 def test_the_epoch_as_a_device_tensor_gives_the_same_bits_and_one_graph(alternate):
-    """For a step captured once and replayed across epochs (issue 45) the
+    """For a step captured once and replayed across epochs the
     epoch comes in as an int64 tensor: every stream's bits, the flips (odd
     epochs inverted on the device) and the jitter are the int epoch's, and a
     compiled batch traces one graph for every epoch."""
@@ -151,7 +151,7 @@ def test_the_epoch_as_a_device_tensor_gives_the_same_bits_and_one_graph(alternat
 
 
 def test_the_seed_as_a_device_tensor_gives_the_same_bits_and_one_graph():
-    """One captured step serves every seed of a run (issue 45): with the
+    """One captured step serves every seed of a run: with the
     seed an int64 tensor too (and the epoch an int or a tensor), every
     stream's bits, the parameters, the jitter and a keyed crop are the int
     seed's, and one compiled graph serves every seed."""

@@ -1,4 +1,4 @@
-"""The portable native build (issue 13): the CPU kernels are compiled for a
+"""The portable native build: the CPU kernels are compiled for a
 baseline target and with AVX-512, and ``_C`` calls the copy the CPU runs,
 chosen at import (csrc/build.py, csrc/bindings.cpp); no -march=native unless
 DAWNBENCH_MARCH asks; DAWNBENCH_CPU_PATH=baseline forces the baseline copy;

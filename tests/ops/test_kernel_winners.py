@@ -1,6 +1,6 @@
 """``--kernels auto`` on a GPU from the measured winners table
 (dawnbench_fast/kernel_winners.py): the winner rule on suite records (eager
-medians) and on an in-step result (the captured step, issue 46), and a
+medians) and on an in-step result (the captured step), and a
 stand-in table driving dispatch on a GPU model it lists, one it does not,
 and a winner that cannot run here. No GPU needed: the GPU's name and the
 backends' probes are stood in for."""

@@ -141,7 +141,7 @@ def test_the_task_s_step_is_the_python_float_step_bit_for_bit():
     """A few steps of the CIFAR task (the default's levers: the floor and its
     hold, the renormalisation ramp, the whitening bias's own decay, the
     average) against the same task stepping torch.optim.SGD and the per-bank
-    Muon at Python-float rates, as the step did before issue 44."""
+    Muon at Python-float rates, as the step did before its learning rates became tensors."""
     from support.cifar_data import cifar_dir
 
     from dawnbench_fast.cifar import CifarTask, Config

@@ -122,7 +122,7 @@ def _summary(seed: int, latency_ms: float | None, top1: float) -> dict:
 
 
 def test_the_latency_of_several_seeds_is_labelled_the_mean_never_one_seeds_accuracy():
-    """Issue 42: the mean latency over seeds was printed beside the last seed's
+    """The mean latency over seeds was once printed beside the last seed's
     accuracy ("1.12 ms (seed 2's model)"). Over several seeds the line says it
     is the mean of their latencies, then each seed's latency at its own accuracy."""
     runs_ = [_summary(0, 1.0, 0.9401), _summary(1, 2.0, 0.9399), _summary(2, 3.0, 0.9408)]

@@ -1,5 +1,5 @@
 """Source stamps (dawnbench_fast.reporting.provenance): a copied checkout
-proves which commit its files are, whatever its own .git says (issue 42)."""
+proves which commit its files are, whatever its own .git says."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def test_a_copy_without_git_is_proved_clean_then_dirty_naming_the_file(checkout,
 
 
 def test_a_stale_git_in_the_copy_does_not_decide(checkout, tmp_path):
-    """The lent GPU machine's case: .git one commit behind the files."""
+    """A copied checkout's case (as on a GPU machine): .git one commit behind the files."""
     copy = tmp_path / "copy"
     shutil.copytree(checkout, copy)  # .git as of commit one
     (checkout / "pkg" / "a.py").write_text("print('two')\n")

@@ -1,4 +1,4 @@
-"""The files a user keeps from a run (issue 13): the DAWNBench submission
+"""The files a user keeps from a run: the DAWNBench submission
 fields set from flags, the per-epoch JSON-lines log, the accuracy plot and
 the HTML report, and run.json's config read back by --config.
 

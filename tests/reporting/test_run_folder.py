@@ -1,4 +1,4 @@
-"""The default run folder (issue 13): without --out every run gets a new,
+"""The default run folder: without --out every run gets a new,
 named folder under runs/cifar10, so the README's main command runs twice in
 a row; an --out that holds files is still refused without --overwrite."""
 

@@ -229,7 +229,7 @@ CASES = {
     "set-bad-filter-optimizer": Case(["--set", "filter_optimizer=adam"],
                                      ("filter_optimizer", "must be muon or sgd")),
     "set-lr-filters-sgd-0": Case(["--set", "lr_filters_sgd=0"], ("lr_filters_sgd", "must be > 0")),
-    # non-finite numbers (issue 42): float() reads them, the range checks alone let some through
+    # non-finite numbers: float() reads them, the range checks alone let some through
     "set-nan": Case(["--set", "lr_filters=nan"], ("--set lr_filters=nan", "must be a finite number")),
     "set-inf": Case(["--set", "label_smoothing=inf"], ("--set label_smoothing=inf", "finite")),
     "set-minus-inf": Case(["--set", "weight_decay=-inf"], ("--set weight_decay=-inf", "finite")),
@@ -296,7 +296,7 @@ CASES = {
                                                                "at most 50000"), stage="data"),
     "eval-subset-larger-than-dataset": Case(["--eval-subset", "10001"], ("--eval-subset 10001",
                                                                          "at most 10000"), stage="data"),
-    # what the (sub)set cannot honour (issue 42): refused, never cut to fit
+    # what the (sub)set cannot honour: refused, never cut to fit
     "batch-size-larger-than-subset": Case(["--batch-size", "1001"], (
         "--batch-size 1001", "larger than the 1000 training images of --subset", "pass at most 1000"),
         stage="data"),

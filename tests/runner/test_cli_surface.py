@@ -1,4 +1,4 @@
-"""What both trainers' command lines show a user (issue 31, CLI): --help with
+"""What both trainers' command lines show a user: --help with
 each default once and only the choices that work, --version, the usage line
 naming ``evaluate``, --fail-below-target's exit status, and submission files
 that never carry a made-up code URL."""

@@ -1,4 +1,4 @@
-"""A damaged run record met by ``--resume`` (issue 42): each record the
+"""A damaged run record met by ``--resume``: each record the
 resumed command reads back (a finished seed's run.json, an interrupted
 seed's checkpoint.pt, either's epochs.jsonl), cut short, emptied, not JSON,
 not text, with a key missing or a value of another type, is one line naming

@@ -1,5 +1,5 @@
 """Where the tests find CIFAR-10: $DAWNBENCH_DATA (CI sets it), else the
-shared copy beside the checkout. Loaded once per test session."""
+shared copy beside the checkout. Loaded once per pytest run."""
 
 from __future__ import annotations
 

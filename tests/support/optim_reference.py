@@ -1,5 +1,5 @@
-"""The optimisers as they stepped before their learning rates became tensors
-(issue 44): torch.optim.SGD, and Muon's per-parameter loop with Python-float
+"""The optimisers as they stepped before their learning rates became tensors:
+torch.optim.SGD, and Muon's per-parameter loop with Python-float
 rates and a host-side renormalisation count. tests/optim/test_updates.py
 holds the new tensor step to these, bit for bit on the CPU."""
 

@@ -1,5 +1,5 @@
 """Processes a test started and must see ended: the stop-signal tests of the
-GPU suite and the studies (issue 42) check that no run they start outlives them."""
+GPU suite and the studies check that no run they start outlives them."""
 
 from __future__ import annotations
 

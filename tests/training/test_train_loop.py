@@ -102,7 +102,7 @@ def test_accuracy_latency_and_batched():
 
 
 def test_accuracy_reads_its_counts_back_once(monkeypatch):
-    """The counts stay on the device over the batches (issue 45: an evaluation
+    """The counts stay on the device over the batches (an evaluation
     on the clock that a GPU can run without a synchronisation per batch) and
     are read once at the end; top-1 and top-5 as a hand count gives them."""
     gen = torch.Generator().manual_seed(0)

@@ -1,5 +1,5 @@
 #!/bin/bash
-# issue 43: the new default against the one before, the same code (clean clone of 7dfbcf1), interleaved
+# the 2026 record's levers as the default against the default before, the same code (clean clone of 7dfbcf1), interleaved
 # on an idle machine: A = --recipe dawnbench_fast_2025 (the 8.5-epoch default before), B = the default.
 cd /work/clean4
 PY=/work/venv-clean/bin/python

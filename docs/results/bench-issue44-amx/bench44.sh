@@ -1,5 +1,5 @@
 #!/bin/bash
-# issue 44: bench_recipe_step before (7dfbcf1, before the issue) and after (clean clone of HEAD), the same
+# the host-free step: bench_recipe_step before (7dfbcf1, before the change) and after (clean clone of HEAD), the same
 # benchmark file (HEAD's), the package chosen by PYTHONPATH, interleaved B A A B B A on an idle machine.
 cd /work/clean5
 i=0

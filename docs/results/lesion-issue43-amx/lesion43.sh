@@ -1,5 +1,5 @@
 #!/bin/bash
-# issue 43's lesions, one seed each, from the clean clone at 7dfbcf1 (the default = fulcrum levers, 9.5 epochs).
+# the new default's lesions, one seed each, from the clean clone at 7dfbcf1 (the default = fulcrum levers, 9.5 epochs).
 # baseline-s0 is the ten-seed record's seed 0 (c878d9f, --recipe fulcrum --epochs 9.5: the same config).
 cd /work/clean4
 PY=/work/venv-clean/bin/python

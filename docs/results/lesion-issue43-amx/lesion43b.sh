@@ -1,5 +1,5 @@
 #!/bin/bash
-# issue 43's last two lesion arms (the floor-and-hold arm resumed from its checkpoint after the session ended).
+# the new default's last two lesion arms (the floor-and-hold arm resumed from its checkpoint after it was stopped).
 cd /work/clean4
 PY=/work/venv-clean/bin/python
 common=(--no-progress --latency-images 0 --data-dir /work/shared/data/cifar10 --seed 0)
