@@ -1,7 +1,7 @@
 """Which CUDA graphs a CIFAR run's step needs, and whether the run can replay
-captured steps at all (issue 45's plan, made before any capture).
+captured steps at all (the plan, made before any capture).
 
-With issue 44's step the learning rates and Muon's renormalisation are read
+With the host-free step the learning rates and Muon's renormalisation are read
 on the device at the step's tensor, so they no longer split the step into
 variants. What still changes the graph from one step to another is host
 structure: the training side of the epoch (another input shape) and whether

@@ -1,4 +1,4 @@
-"""The training step as a captured graph replays it (issue 45): its inputs
+"""The training step as a captured graph replays it: its inputs
 copied into static buffers on the device before each step (the step's row of
 the epoch's order, the epoch, the step's index in it and the seed), the
 body reading only those buffers and the run's persistent state (the net, the

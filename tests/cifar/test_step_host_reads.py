@@ -2,9 +2,9 @@
 device, the keyed augmentation, the jitter, the smaller image) and its
 update run with every Tensor-to-Python conversion trapped to raise
 (support/host_reads.py), on the reference kernels and on the CPU's own; the
-static step (what a CUDA graph captures, issue 45) also with every tensor
+static step (what a CUDA graph captures) also with every tensor
 made from host values trapped, and bn_act's and augment's faces, Triton's
-launchers included, call by call (issue 46: inside the graph they may read
+launchers included, call by call (inside the graph they may read
 nothing back and copy nothing from the host)."""
 
 from __future__ import annotations
