@@ -28,6 +28,7 @@ import torch
 from support.cifar_data import cifar_dir
 
 from dawnbench_fast.gpu_suite import carry, measure
+from dawnbench_fast.gpu_suite.record import comma_list
 from dawnbench_fast.reporting import provenance
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -195,8 +196,8 @@ def test_the_procedures_commands_parse():
     stages = []
     for rest in commands:
         args = measure.parser().parse_args(shlex.split(rest.replace('"$OUT"', "OUT")))
-        stages.append(measure.check_args(args) if args.no_stamp else args.stages)
-        assert args.work
+        stages.append(",".join(comma_list(args.stages, measure.STAGES, "--stages", "stages")))
+        assert args.work and len(rest) < 2000  # a command line the runner takes
     assert "build,warm" in stages and any("peer" in s for s in stages)
 
 

@@ -6,8 +6,8 @@ every custom op against torch, and a roofline of the training step.
                                        [--peer PATH/airbench94_muon.py] [--data-dir CIFAR_DIR]
     python -m dawnbench_fast.gpu_suite --out DIR --dry-run      # every part on tiny shapes, no timing (CPU)
 
-Each part is one step of a measurement campaign on a lent machine whose
-commands are cut at about ten minutes, so each keeps to ``--part-budget``
+Each part is one step of a measurement campaign on a GPU machine reached by
+a command runner that cuts each command at ten minutes, so each keeps to ``--part-budget``
 seconds (default 540) and writes what it measured as it goes: DIR/suite.json
 (docs/GPU_SUITE.md documents its keys) is rewritten atomically after every
 measurement and DIR/suite.log is appended to, so a command stopped at its limit
@@ -51,7 +51,7 @@ from dawnbench_fast.gpu_suite.training_parts import part_peer, part_trainer
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout the build part installs
 PARTS = ("build", "trainer", "peer", "ops", "roofline")
-PART_BUDGET_S = 540.0  # a lent machine cuts a command at 600 s: leave room for start and copy-back
+PART_BUDGET_S = 540.0  # a command runner cuts a command at 600 s: leave room for start and copy-back
 
 
 # -- environment ----------------------------------------------------------------------------------
