@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from dawnbench_fast.gpu_suite import measure, plan
+from dawnbench_fast.gpu_suite import measure, plan, training_parts
 
 MACHINE_START_S, DATA_CALL_S, BUILD_S = 150.0, 35.0, 75.0
 PROCESS_S, SUITE_START_S, DEFAULT_COLD_S, WARM_CACHE_S = 10.0, 15.0, 27.0, 10.0
@@ -174,6 +174,7 @@ def test_a_valid_ratio_comes_back_within_720_s_from_a_cold_machine(cold_machine,
     assert rec["compile"]["mode"] == (plan.AUTOTUNE_MODE if autotune_cold_s == 60 else plan.DEFAULT_MODE)
     assert rec["background"]["waited_s"] <= 90 and [s["stage"] for s in rec["stages"]][0] == "build"
     assert rec["stages"][0]["status"] == "skipped"  # built in the background
+    assert rec["our_step"] == {"captured": True, "capture_failed": None, "self_test": None}
     assert clock.t - start <= measure.COMMAND_LIMIT_S  # the measuring command within its limit
 
 
@@ -205,6 +206,9 @@ def test_capture_failed_is_read_defensively():
     assert plan.capture_failed({"step": {"capture_failed": "at step 3"}}) == "at step 3"
     for older in ({}, {"result": {}}, {"result": {"step": None}}, {"result": {"step": {"captured": True}}}):
         assert plan.capture_failed(older) is None
+        assert plan.step_record(older)["self_test"] is None
+    tested = {"result": {"step": {"captured": True, "capture_failed": None, "self_test": {"ok": True}}}}
+    assert plan.step_record(tested) == {"captured": True, "capture_failed": None, "self_test": {"ok": True}}
 
 
 def _ours(top1: float, n: int) -> list[dict]:
@@ -226,3 +230,10 @@ def test_the_ratio_is_invalid_below_the_bar_or_with_too_few_runs():
     assert not few["valid"] and "fewer than 5 runs (ours 3)" in few["invalid_why"]
     none = plan.ratio_record([], _peer(8), 0.94, 5, "peer stage")
     assert none["ratio_end_clock"] is None and "no run of ours" in none["invalid_why"]
+
+
+def test_the_published_scripts_runs_fit_the_time_left_rather_than_be_cut():
+    fit = training_parts.peer_runs_that_fit
+    assert fit(400, 8, PEER_WARMUP_S, PEER_RUN_S) == 8
+    assert fit(15 + 155 + 5 * 6 + 3, 8, PEER_WARMUP_S, PEER_RUN_S) == 5  # our side took longer than planned
+    assert fit(100, 8, PEER_WARMUP_S, PEER_RUN_S) == 1  # never none: its warm-up may be shorter (caches)

@@ -266,7 +266,8 @@ def suite_command(args: argparse.Namespace, stage: str, budget: float, extra: li
         # ours opens the first block (no --peer-first): the published script's cold
         # max-autotune warm-up would otherwise eat the budget before ours has run
         cmd += ["--peer-runs", str(args.runs), "--peer-blocks", str(args.blocks),
-                "--target", str(args.target), "--seed", str(args.seed)]
+                "--target", str(args.target), "--seed", str(args.seed),
+                "--peer-warmup-s", str(args.peer_warmup_s), "--peer-run-s", str(args.peer_run_s)]
         cmd += ["--peer", args.peer] if args.peer else []
     elif stage == "retry":
         cmd += ["--seeds", str(args.runs), "--seed", str(args.seed), "--target", str(args.target)]
@@ -482,7 +483,9 @@ def check_our_runs(m: Measure, sides: list[dict], where: str) -> bool:
     for k, side in enumerate(sides):
         rc, runs = side.get("exit_status"), side.get("runs") or []
         for run in runs:
-            why = plan.capture_failed(plan.read_run_json(run.get("run_json") or ""))
+            done = plan.read_run_json(run.get("run_json") or "")
+            m.rec.setdefault("our_step", plan.step_record(done))  # the first run's: captured, self-test
+            why = plan.capture_failed(done)
             if why:
                 saw_failure(m, f"{where}: run.json of seed {run.get('seed')} says capture failed: {why}")
         if rc not in (0, None) and not runs:  # None: stopped at the budget, which no retry would mend

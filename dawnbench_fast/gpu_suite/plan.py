@@ -102,6 +102,17 @@ def capture_failed(run_json: dict) -> str | None:
     return str(why) if why else None
 
 
+def step_record(run_json: dict) -> dict:
+    """What the measurement keeps of a run's ``step``: whether it was
+    captured, ``capture_failed`` and ``self_test`` (null where the run.json
+    predates them)."""
+    result = run_json.get("result") if isinstance(run_json.get("result"), dict) else {}
+    step = result.get("step") or run_json.get("step") or {}
+    step = step if isinstance(step, dict) else {}
+    return {"captured": step.get("captured"), "capture_failed": step.get("capture_failed"),
+            "self_test": step.get("self_test")}
+
+
 def read_run_json(path: str | Path) -> dict:
     try:
         data = json.loads(Path(path).read_text())
