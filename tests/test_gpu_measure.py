@@ -27,7 +27,7 @@ import pytest
 import torch
 from support.cifar_data import cifar_dir
 
-from dawnbench_fast.gpu_suite import carry, measure
+from dawnbench_fast.gpu_suite import background, carry, measure
 from dawnbench_fast.gpu_suite.record import comma_list
 from dawnbench_fast.reporting import provenance
 
@@ -245,9 +245,9 @@ def test_the_background_warm_up_leaves_a_marker_per_mode(tmp_path, monkeypatch):
     assert [m["mode"] for m in warm["modes"]] == ["default", "max-autotune-no-cudagraphs"]
     assert {m["status"] for m in warm["modes"]} == {"done"}
     for mode in ("default", "max-autotune-no-cudagraphs"):
-        marker = json.loads(measure.marker_path(work / "cache", mode).read_text())
+        marker = json.loads(background.marker_path(work / "cache", mode).read_text())
         assert marker["mode"] == mode and marker["warmup_s"] > 0 and marker["capture_failed"] is None
-    assert "ended" in json.loads((work / measure.BACKGROUND).read_text())
+    assert "ended" in json.loads((work / background.BACKGROUND).read_text())
     # what the measuring command then finds: nothing running, both modes warm, no wait
-    rec = measure.await_background(work, 60, measure.SystemClock())
+    rec = background.await_background(work, 60, background.SystemClock())
     assert rec["ended"] == "had ended" and rec["waited_s"] < 5 and len(rec["modes_warmed"]) == 2

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from dawnbench_fast.gpu_suite import measure, plan, training_parts
+from dawnbench_fast.gpu_suite import background, measure, plan, training_parts
 
 MACHINE_START_S, DATA_CALL_S, BUILD_S = 150.0, 35.0, 75.0
 PROCESS_S, SUITE_START_S, DEFAULT_COLD_S, WARM_CACHE_S = 10.0, 15.0, 27.0, 10.0
@@ -32,8 +32,8 @@ DEVICE_LIMIT_S = 720.0
 class FakeClock:
     """Device time from the first command; sleeping lets the background go on."""
 
-    def __init__(self, t: float, background: FakeBackground):
-        self.t, self.background = t, background
+    def __init__(self, t: float, warmup: FakeWarmUp):
+        self.t, self.background = t, warmup
 
     def monotonic(self) -> float:
         return self.t
@@ -46,11 +46,11 @@ class FakeClock:
         self.background.catch_up(self.t)
 
 
-class FakeBackground:
+class FakeWarmUp:
     """The background command's warm-up: a marker per mode at its time, unless ended first."""
 
     def __init__(self, work: Path, autotune_cold_s: float):
-        self.work, self.ended_at = work, None
+        self.work, self.ended_at, self.autotune_cold_s = work, None, autotune_cold_s
         start = MACHINE_START_S + BUILD_S
         self.done_at = {plan.DEFAULT_MODE: start + PROCESS_S + DEFAULT_COLD_S}
         self.done_at[plan.AUTOTUNE_MODE] = self.done_at[plan.DEFAULT_MODE] + PROCESS_S + autotune_cold_s
@@ -58,7 +58,7 @@ class FakeBackground:
 
     def catch_up(self, t: float) -> None:
         for mode, at in self.done_at.items():
-            path = measure.marker_path(self.work / "cache", mode)
+            path = background.marker_path(self.work / "cache", mode)
             if at <= t and (self.ended_at is None or at <= self.ended_at) and not path.exists():
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(json.dumps({"mode": mode, "by": "the fake background"}))
@@ -89,7 +89,7 @@ def fake_suite(clock: FakeClock, work: Path, calls: list[dict]):
         trainer = cmd[cmd.index("--trainer-args") + 1:] if "--trainer-args" in cmd else []
         mode = plan.given_mode(trainer) or plan.AUTOTUNE_MODE  # the trainer's own default on CUDA
         runs = int(cmd[cmd.index("--peer-runs") + 1]) if "--peer-runs" in cmd else 0
-        warm = measure.marker_path(work / "cache", mode).exists()
+        warm = background.marker_path(work / "cache", mode).exists()
         assert not clock.background.alive(clock.t), "a timed command while the background compiles"
         calls.append({"part": part, "mode": mode, "warm": warm, "at": clock.t, "timeout": timeout})
         t, rc, rec = SUITE_START_S, 0, {"status": "done"}
@@ -132,24 +132,23 @@ def cold_machine(tmp_path, monkeypatch):
     work.mkdir()
     (work / "suite.json").write_text(json.dumps({"schema_version": 1, "commands": [], "parts": {
         "build": {"status": "done", "after": {"extension": True, "cuda": True}, "ended": "then"}}}))
-    (work / measure.BACKGROUND).write_text(json.dumps({"pid": 4242, "started": "then"}))
+    (work / background.BACKGROUND).write_text(json.dumps({"pid": 4242, "started": "then"}))
     monkeypatch.setattr(measure, "probe_machine", lambda m: {"torch": "2.9.0+cu128", "gpu": "NVIDIA H200"})
     for key in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):  # main() sets them for its commands
         monkeypatch.setenv(key, "unset")
 
     def command(autotune_cold_s: float) -> tuple[dict, list[dict], FakeClock]:
-        background = FakeBackground(work, autotune_cold_s)
-        background.autotune_cold_s = autotune_cold_s
-        clock = FakeClock(MACHINE_START_S + 3 * DATA_CALL_S, background)
-        background.catch_up(clock.t)
+        warmup = FakeWarmUp(work, autotune_cold_s)
+        clock = FakeClock(MACHINE_START_S + 3 * DATA_CALL_S, warmup)
+        warmup.catch_up(clock.t)
 
         def end(pid, clk):
-            background.ended_at = clk.monotonic()
+            warmup.ended_at = clk.monotonic()
             clk.advance(2.0)
             return "ended by TERM"
 
-        monkeypatch.setattr(measure, "pid_alive", lambda pid: background.alive(clock.t))
-        monkeypatch.setattr(measure, "end_background", end)
+        monkeypatch.setattr(background, "pid_alive", lambda pid: warmup.alive(clock.t))
+        monkeypatch.setattr(background, "end_background", end)
         calls: list[dict] = []
         rc = measure.main(["--work", str(work), "--no-stamp", "--peer", __file__,
                            "--cache-from", str(work / "none")], clock=clock,
@@ -193,7 +192,7 @@ def test_choose_mode_takes_max_autotune_only_where_warm_or_where_it_fits():
 def test_warmed_modes_reads_the_markers_and_old_restored_caches(tmp_path):
     assert plan.warmed_modes(tmp_path, restored=False) == {}
     assert list(plan.warmed_modes(tmp_path, restored=True)) == [plan.AUTOTUNE_MODE]  # made before markers
-    marker = measure.marker_path(tmp_path, plan.DEFAULT_MODE)
+    marker = background.marker_path(tmp_path, plan.DEFAULT_MODE)
     marker.parent.mkdir()
     marker.write_text(json.dumps({"mode": plan.DEFAULT_MODE, "by": "warm-up"}))
     (marker.parent / "damaged.json").write_text("{")
