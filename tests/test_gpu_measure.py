@@ -1,11 +1,15 @@
-"""The prepared measuring script (``python -m dawnbench_fast.gpu_suite.measure``,
-issue 45), on the CPU: its dry run goes through every stage (build, the
-published script's stand-in with our trainer, the profile) with a carried
-stamp and a carried cache, and leaves in the copy-back folder the files a
-lent machine would return, within its limits (at most 8 files, none over 16
-MiB, none in a folder, plain names); without a stamp it refuses before any
-work; a stage with no time left is skipped, not started; a file too big to
-come back is made smaller or left out, and said so."""
+"""The prepared measuring script (``python -m dawnbench_fast.gpu_suite.measure``)
+on the CPU: its dry run goes through every stage (build, our trainer then the
+published script's stand-in, the profile) with a carried stamp and a
+carried cache, and leaves in the copy-back folder the files the command
+runner would return, within its limits (at most 8 files, none over 16 MiB,
+none in a folder, plain names), with the ratio and both sides' accuracies;
+where our side fails before writing a run.json the published script's
+figures still come back and ours is run again with capture off; the
+background warm-up leaves a marker per compile mode; without a stamp it
+refuses before any work; a stage with no time left is skipped, not
+started; a file too big to come back is made smaller or left out, and said
+so; the procedure's commands in docs/GPU_SUITE.md parse."""
 
 from __future__ import annotations
 
@@ -23,12 +27,13 @@ import pytest
 import torch
 from support.cifar_data import cifar_dir
 
-from dawnbench_fast.gpu_suite import carry, measure
+from dawnbench_fast.gpu_suite import background, carry, measure
+from dawnbench_fast.gpu_suite.record import comma_list
 from dawnbench_fast.reporting import provenance
 
 ROOT = Path(__file__).resolve().parents[1]
 MEASURE = [sys.executable, "-m", "dawnbench_fast.gpu_suite.measure"]
-RETURNED_NAME = re.compile(r"^[A-Za-z0-9._-]+$")  # the only names a lent machine sends back
+RETURNED_NAME = re.compile(r"^[A-Za-z0-9._-]+$")  # the only names the command runner sends back
 
 
 def _tar_with(path: Path, files: dict[str, bytes]) -> None:
@@ -70,12 +75,22 @@ def test_every_stage_ran_and_wrote_its_part(dry_run):
                                                            "profile": "done"}
     parts = suite["parts"]
     assert parts["build"]["before"]["extension"] in (True, False)  # probed only, in a dry run
-    (block,) = parts["peer"]["blocks"]  # a dry run's one block, the published script first
-    assert block["order"] == ["peer", "ours"] and block["peer"]["runs"] and block["ours"]["runs"]
+    (block,) = parts["peer"]["blocks"]  # a dry run's one block, ours first
+    assert block["order"] == ["ours", "peer"] and block["peer"]["runs"] and block["ours"]["runs"]
     assert parts["roofline"]["status"] == "done" and parts["roofline"]["ncu"]["status"] == "skipped"
     (warm,) = suite["measure"]["warmups"]
     assert warm["peer_warmup_s"] > 0 and warm["ours_warmup_s"] > 0  # what says whether the caches helped
     assert "caches restored: True" in dry_run["stdout"]  # the closing table
+    ratio = suite["measure"]["ratio"]  # the dry run's accuracy is a few steps' worth: below the bar
+    assert ratio["ratio_end_clock"] > 0 and ratio["valid"] is False and "below 94.00%" in ratio["invalid_why"]
+    assert ratio["ours"]["mean_top1"] is not None and ratio["peer"]["mean_tta_val_acc"] is not None
+    table = dry_run["stdout"][dry_run["stdout"].rindex("commit "):]
+    assert "RATIO ours/peer end clock" in table and "INVALID" in table
+    assert "ours: mean top-1" in table and "peer: mean tta_val_acc" in table and "reached" in table
+    compiled = suite["measure"]["compile"]  # the carried caches hold no markers: made by our runs before
+    assert compiled["mode"] == "max-autotune-no-cudagraphs" and "restored caches" in compiled["why"]
+    marker = dry_run["work"] / "cache" / "warmed" / "max-autotune-no-cudagraphs.json"
+    assert json.loads(marker.read_text())["by"] == "our runs in the peer stage"  # carried on with the caches
 
 
 def test_the_stamped_commit_is_recorded_everywhere(dry_run):
@@ -132,8 +147,8 @@ def test_the_stage_commands_are_the_suites_parts(tmp_path):
     args = measure.parser().parse_args(["--work", str(tmp_path), "--peer", "p.py", "--data-dir", "d",
                                         "--trainer-args", "--kernels", "triton"])
     peer = measure.suite_command(args, "peer", 300)
-    assert peer[peer.index("--only") + 1] == "peer" and "--peer-first" in peer
-    assert peer[peer.index("--peer-runs") + 1] == "10"
+    assert peer[peer.index("--only") + 1] == "peer" and "--peer-first" not in peer  # ours first
+    assert int(peer[peer.index("--peer-runs") + 1]) >= 5
     assert peer[-3:] == ["--trainer-args", "--kernels", "triton"]
     profile = measure.suite_command(args, "profile", 60)
     assert profile[profile.index("--only") + 1] == "roofline" and "--ncu-kernels" in profile
@@ -171,15 +186,68 @@ def test_a_damaged_carried_cache_costs_a_cold_compile_not_the_run(tmp_path):
     assert carry.restore_cache(tmp_path, "other.tar.gz", tmp_path / "into")["restored"] is False
 
 
-def test_developers_md_calls_fit_the_device_tool_and_parse():
-    """DEVELOPERS.md's device calls: each command within the tool's 2000
-    characters, and each measuring command one the script's parser takes."""
-    text = (ROOT / "DEVELOPERS.md").read_text()
-    commands = [c.replace('\\"', '"') for c in re.findall(r'command="((?:[^"\\]|\\.)*)"', text)]
-    assert len(commands) >= 4 and all(len(c) <= 2000 for c in commands)
-    measured = [c.split("python3 -m dawnbench_fast.gpu_suite.measure", 1)[1] for c in commands
-                if "gpu_suite.measure" in c]
-    assert len(measured) == 2  # the build while the data travels, then the measurement
-    for rest in measured:
+def test_the_procedures_commands_parse():
+    """docs/GPU_SUITE.md's measuring procedure: each measuring command one the
+    script's parser takes, the background one with the warm stage."""
+    text = (ROOT / "docs" / "GPU_SUITE.md").read_text()
+    section = text[text.index("## The measuring procedure"):]
+    commands = re.findall(r"python3 -m dawnbench_fast\.gpu_suite\.measure([^\n`&>]*)", section)
+    assert len(commands) >= 2
+    stages = []
+    for rest in commands:
         args = measure.parser().parse_args(shlex.split(rest.replace('"$OUT"', "OUT")))
-        assert args.work and args.copy_to == "OUT"
+        stages.append(",".join(comma_list(args.stages, measure.STAGES, "--stages", "stages")))
+        assert args.work and len(rest) < 2000  # a command line the runner takes
+    assert "build,warm" in stages and any("peer" in s for s in stages)
+
+
+def test_a_failing_side_of_ours_still_returns_the_peers_figures_and_a_retry(tmp_path, monkeypatch):
+    """Our trainer planted to exit 2 before writing a run.json (a config field
+    that does not exist) unless capture is off: the published script's
+    stand-in still runs and its figures come back, ours is run again with
+    --set capture=off (the retry), and the profile after it gets capture=off too."""
+    for key in (provenance.STAMP_ENV, "CUDA_VISIBLE_DEVICES", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
+        monkeypatch.setenv(key, "")  # main() sets them for its commands; restored afterwards
+    planted = ["--set", "no_such_field=1"]
+
+    def run(m, cmd, log_name, timeout):
+        if "capture=off" in cmd:  # the fault is one that capture=off avoids
+            i = cmd.index(planted[1])
+            cmd = cmd[:i - 1] + cmd[i + 1:]
+        return measure.run_logged(m, cmd, log_name, timeout)
+
+    out = tmp_path / "OUT"
+    rc = measure.main(["--work", str(tmp_path / "w"), "--copy-to", str(out), "--dry-run", "--no-stamp",
+                       "--stages", "peer,profile", "--data-dir", str(cifar_dir()),
+                       "--trainer-args", *planted], run=run)
+    suite = json.loads((out / "suite.json").read_text())
+    rec = suite["measure"]
+    (block,) = suite["parts"]["peer"]["blocks"]
+    assert block["ours"]["exit_status"] == 2 and block["ours"]["runs"] == []
+    assert block["peer"]["exit_status"] == 0 and block["peer"]["runs"]  # the published script's figures
+    assert rec["capture"]["off"] and "before writing a run.json" in rec["capture"]["why"][0]
+    assert rec["retry"]["status"] == "done" and rec["retry"]["runs"] == 1
+    stages = {s["stage"]: s for s in rec["stages"]}
+    assert stages["retry"]["trainer_args"][-2:] == ["--set", "capture=off"]
+    assert stages["profile"]["trainer_args"][-2:] == ["--set", "capture=off"]
+    assert rec["ratio"]["source"] == "retry with --set capture=off" and rec["ratio"]["ratio_end_clock"] > 0
+    logs = _names(out / "logs.tar.gz")
+    assert "logs/peer_ours_block0.log" in logs and "logs/trainer.log" in logs
+    assert rc == 1  # the peer stage was partial: said by the exit status, the figures kept
+
+
+def test_the_background_warm_up_leaves_a_marker_per_mode(tmp_path, monkeypatch):
+    for key in ("CUDA_VISIBLE_DEVICES", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
+        monkeypatch.setenv(key, "")
+    work = tmp_path / "w"
+    assert measure.main(["--work", str(work), "--dry-run", "--no-stamp", "--stages", "warm"]) == 0
+    (warm,) = json.loads((work / "suite.json").read_text())["measure"]["stages"]
+    assert [m["mode"] for m in warm["modes"]] == ["default", "max-autotune-no-cudagraphs"]
+    assert {m["status"] for m in warm["modes"]} == {"done"}
+    for mode in ("default", "max-autotune-no-cudagraphs"):
+        marker = json.loads(background.marker_path(work / "cache", mode).read_text())
+        assert marker["mode"] == mode and marker["warmup_s"] > 0 and marker["capture_failed"] is None
+    assert "ended" in json.loads((work / background.BACKGROUND).read_text())
+    # what the measuring command then finds: nothing running, both modes warm, no wait
+    rec = background.await_background(work, 60, background.SystemClock())
+    assert rec["ended"] == "had ended" and rec["waited_s"] < 5 and len(rec["modes_warmed"]) == 2

@@ -12,26 +12,29 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
+from pathlib import Path
 from typing import NamedTuple
 
 import torch
 
-from dawnbench_fast import dispatch
+from dawnbench_fast import atomic, dispatch
 from dawnbench_fast.cifar.evaluation import evaluate
 from dawnbench_fast.cifar.recipe import RECIPES, apply_overrides, validate
 from dawnbench_fast.cifar.task import CifarTask, Config, kernel_choices, load_model, save_model
 from dawnbench_fast.cifar.train_state import TrainState
 from dawnbench_fast.config import config_file
+from dawnbench_fast.config.overrides import ConfigError
 from dawnbench_fast.config.precision import with_resolved_precision
 from dawnbench_fast.csrc import conv_group, conv_group_dgrad
-from dawnbench_fast.data.cifar10 import Cifar10, DataError, load_cifar10
+from dawnbench_fast.data.cifar10 import Cifar10, DataError, load_cifar10, synthetic_cifar10
 from dawnbench_fast.data.cifar10_device import DeviceData, place_data, prepare_data
 from dawnbench_fast.execution import gpu_defaults
 from dawnbench_fast.execution.distributed import World
 from dawnbench_fast.execution.runtime import configure_process, resolve_device
 from dawnbench_fast.runner import cli, command
 from dawnbench_fast.runner.command import TaskCommand
-from dawnbench_fast.runner.runs import Recipe
+from dawnbench_fast.runner.runs import Recipe, warm_up_only
 
 PROG = "python -m dawnbench_fast.cifar"
 MODEL_NAME = "CifarNet-airbench94-muon-class"
@@ -57,6 +60,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="train on the first N training images (0 = all)")
     g.add_argument("--eval-subset", type=int, default=d.eval_subset, metavar="N",
                    help="evaluate on the first N test images (0 = all)")
+    g.add_argument("--synthetic-data", action="store_true",
+                   help="with --warm-up-only: random images of CIFAR-10's shapes (seeded by --seed), no "
+                   "file read; the compile caches depend on shapes, not on the images")
+    p.add_argument("--warm-up-only", metavar="JSON",
+                   help="run only the trainer's warm-up (compile, the capture of the step's graphs, the "
+                   "evaluation's warm-up), filling the compile caches on disk, and write its seconds, "
+                   "compile mode and step record to JSON; nothing is trained or written to --out")
     cli.add_training_args(p, d, set_example="lr_filters=0.2")
     p.add_argument("--recipe", choices=sorted(RECIPES), default="dawnbench_fast",
                    help="named recipe: dawnbench_fast (ours: the 2025 hiverge record's values with the "
@@ -157,6 +167,39 @@ COMMAND = TaskCommand(
 )
 
 
+def warm_up_only_cli(args: argparse.Namespace) -> int:
+    """``--warm-up-only JSON``: the trainer's warm-up alone (runner.runs.warm_up_only),
+    on CIFAR-10 or, with ``--synthetic-data``, on random images of its shapes."""
+    if args.runs != 1 or args.profile_steps or args.resume:
+        raise ConfigError("--warm-up-only: runs one warm-up; drop --runs, --profile-steps and --resume")
+    out = Path(args.warm_up_only)
+    if not out.parent.is_dir():
+        raise ConfigError(f"--warm-up-only {out}: no folder {out.parent} to write it in")
+    cfg = config_from_args(args)
+    cfg, device, w = cli.start_run(cfg)
+    set_wgrad_policy(cfg)
+    backend = dispatch.resolve_backend(cfg.kernels, device)
+    t0 = time.perf_counter()
+    if args.synthetic_data:
+        ds = synthetic_cifar10(cfg.seed)
+        data = CifarData(ds, place_data(ds, cfg, device))
+    else:
+        data = load_data(cfg, device, w)
+    record = {"synthetic_data": args.synthetic_data, "data_load_s": time.perf_counter() - t0,
+              **warm_up_only(recipe(cfg, data, device, backend, args), cfg, device, backend)}
+    atomic.write_json(out, record)
+    print(f"warm-up: {record['warmup_s']:.1f} s, compile mode {record['compile_mode']}; written to {out}")
+    return 0
+
+
+def train_cli(args: argparse.Namespace) -> int:
+    if args.synthetic_data and not args.warm_up_only:
+        raise ConfigError("--synthetic-data: only with --warm-up-only (random images train nothing)")
+    if args.warm_up_only:
+        return warm_up_only_cli(args)
+    return command.run(COMMAND, args)
+
+
 def evaluate_cli(args: argparse.Namespace) -> int:
     configure_process(args.threads)
     device = resolve_device(args.device)
@@ -175,8 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "evaluate":
         return cli.guarded(PROG, lambda: evaluate_cli(build_eval_parser().parse_args(argv[1:])), ERRORS)
-    return cli.guarded(PROG, lambda: command.run(COMMAND, config_file.parse_args(build_parser(), argv)),
-                       ERRORS)
+    return cli.guarded(PROG, lambda: train_cli(config_file.parse_args(build_parser(), argv)), ERRORS)
 
 
 if __name__ == "__main__":

@@ -311,3 +311,23 @@ def fit_problem(ds: Cifar10, cfg: Any) -> str | None:
 def load_cifar10(data_dir: str | os.PathLike | None = None, allow_download: bool = True) -> Cifar10:
     folder, layout = locate(data_dir, allow_download)
     return read_cifar10(folder, layout)
+
+
+def synthetic_cifar10(seed: int = 0) -> Cifar10:
+    """Random uint8 images and labels in CIFAR-10's shapes (50,000 training
+    and 10,000 test images, 32x32x3), seeded, no file read. For a compile
+    warm-up before the real data has arrived: torch.compile's and Triton's
+    on-disk caches are keyed by shapes and dtypes, never by the values, so a
+    warm-up on these fills them for the real run. Never for training."""
+    rng = np.random.default_rng(seed)
+    side = 32
+
+    def images(n: int) -> np.ndarray:
+        return rng.integers(0, 256, size=(n, side, side, 3), dtype=np.uint8)
+
+    def labels(n: int) -> np.ndarray:
+        return rng.integers(0, len(CLASSES), size=n, dtype=np.int64)
+
+    train_n, test_n = IMAGES_PER_FILE * len(TRAIN_FILES), IMAGES_PER_FILE * len(TEST_FILES)
+    return Cifar10(images(train_n), labels(train_n), images(test_n), labels(test_n),
+                   root=Path("synthetic"), layout="synthetic", verified=False)

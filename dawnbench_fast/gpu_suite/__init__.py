@@ -1,11 +1,12 @@
-"""The GPU suite and its companions: what measures the project on a lent GPU
+"""The GPU suite and its companions: what measures the project on a GPU machine
+without network, reached by a command runner that returns a few files
 (docs/GPU_SUITE.md). Each is a command run from the repository root, where
 ``python -m`` finds this source tree before the package is installed (the
 suite's ``build`` part is what installs it on a fresh GPU machine):
 
 - ``python -m dawnbench_fast.gpu_suite``: the suite's parts (``suite.py``);
 - ``python -m dawnbench_fast.gpu_suite.measure``: the prepared measuring
-  script a session with a lent GPU runs first (docs/GPU_SUITE.md);
+  script: its commands in order, from a cold machine to a ratio (docs/GPU_SUITE.md);
 - ``python -m dawnbench_fast.gpu_suite.bounds``: each op's roofline bound
   beside its measured times;
 - ``python -m dawnbench_fast.gpu_suite.sweep_bn_act`` and

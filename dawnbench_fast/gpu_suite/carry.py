@@ -1,11 +1,12 @@
 """What the measuring script (measure.py) carries in and sends back: the
 compile caches of the previous run on the same GPU kind and torch version,
 restored before anything compiles; and, after each stage, the files that
-matter packed into the folder whose files come back from a lent machine.
+matter packed into the output folder, the only way results leave a GPU
+machine without network reached by a command runner that returns a few files.
 
-What comes back from such a machine is limited: at most 8 files, each under
-16 MiB, no deeper than two folders (DEVELOPERS.md, "Transfer limits"). So
-the files go flat into one folder, each written under a temporary name and
+What comes back is limited: at most 8 flat files, each under 16 MiB
+(measure.py's ``--max-files`` and ``--max-file-mib``). So the files go flat
+into one folder, each written under a temporary name and
 renamed (a command killed at its limit leaves whole files): suite.json,
 suite.log, and three gzipped tarballs of the output folder (the logs, our
 runs' records, the profile); then the caches, named for the GPU and torch
@@ -90,28 +91,29 @@ def copy_file(src: Path, dest: Path) -> int:
     return dest.stat().st_size
 
 
-def pack_fitting(dest: Path, attempts: list[Callable[[], int]]) -> dict:
+def pack_fitting(dest: Path, attempts: list[Callable[[], int]], max_bytes: int | None = None) -> dict:
     """Try each way of writing ``dest`` in turn until one fits a returned
-    file's size; the record names the attempt taken, or why none fitted
-    (the file removed)."""
+    file's size (``max_bytes``, default :data:`MAX_FILE_BYTES`); the record
+    names the attempt taken, or why none fitted (the file removed)."""
+    limit = max_bytes or MAX_FILE_BYTES
     size = 0
     for i, attempt in enumerate(attempts):
         size = attempt()
-        if size <= MAX_FILE_BYTES:
+        if size <= limit:
             return {"bytes": size, "attempt": i}
     dest.unlink(missing_ok=True)
     return {"bytes": None, "reason": f"{size / 2**20:.1f} MiB even at its smallest: over the "
-                                     f"{MAX_FILE_BYTES // 2**20} MiB a file can come back"}
+                                     f"{limit / 2**20:g} MiB a file can come back"}
 
 
-def send_back(work: Path, dest: Path) -> dict[str, dict]:
+def send_back(work: Path, dest: Path, max_bytes: int | None = None) -> dict[str, dict]:
     """Copy suite.json and suite.log and pack the logs, our runs' records and
     the profile from ``work`` into ``dest``; {file name: its record}."""
     dest.mkdir(parents=True, exist_ok=True)
     out: dict[str, dict] = {}
     for name in ("suite.json", "suite.log"):
         if (work / name).is_file():
-            out[name] = pack_fitting(dest / name, [lambda n=name: copy_file(work / n, dest / n)])
+            out[name] = pack_fitting(dest / name, [lambda n=name: copy_file(work / n, dest / n)], max_bytes)
     runs = [p for p in (work / "trainer", *sorted((work / "peer").glob("ours_block*"))) if p.is_dir()]
     parts = {"logs.tar.gz": ([work / "logs"], [HEAVY]),
              "runs.tar.gz": (runs, [HEAVY]),
@@ -120,11 +122,11 @@ def send_back(work: Path, dest: Path) -> dict[str, dict]:
         present = [s for s in sources if s.exists()]
         if present:
             out[name] = pack_fitting(dest / name, [lambda s=present, e=e, n=name: tar_gz(dest / n, work, s, e)
-                                                   for e in excludes])
+                                                   for e in excludes], max_bytes)
     return out
 
 
-def send_cache(folder: Path, dest: Path, name: str) -> dict:
+def send_cache(folder: Path, dest: Path, name: str, max_bytes: int | None = None) -> dict:
     """The caches in ``folder`` as ``dest``/``name``: all of them, else
     Inductor's alone (its graphs and autotuning choices; Triton then compiles
     the kernels again, which is the smaller part of a warm-up), else nothing."""
@@ -134,7 +136,7 @@ def send_cache(folder: Path, dest: Path, name: str) -> dict:
     everything = sorted(folder.iterdir())
     inductor = [p for p in everything if p.name != "triton"]
     rec = pack_fitting(target, [lambda: tar_gz(target, folder, everything),
-                                lambda: tar_gz(target, folder, inductor)])
+                                lambda: tar_gz(target, folder, inductor)], max_bytes)
     if rec.get("attempt") == 1:
         rec["left_out"] = "triton (the whole did not fit)"
     return {"name": name, **rec}

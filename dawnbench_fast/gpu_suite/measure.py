@@ -1,38 +1,50 @@
-"""The prepared measuring script (issue 45): what a session with a lent GPU
-runs first, once CIFAR-10 and the published script are on the machine
-(DEVELOPERS.md says how they travel), in one command that ends inside the
-machine's ten-minute limit:
+"""The prepared measuring script: the commands that measure the project on
+a GPU machine without network, reached by a command runner that returns a
+few files (each command cut at ``--command-limit``, 600 s; results only
+through one output folder of at most ``--max-files`` flat files of
+``--max-file-mib`` each), once CIFAR-10 and the published script are on the
+machine (docs/GPU_SUITE.md, "The measuring procedure", gives the commands
+in order and their times):
 
+    # in the first data call, in the background:
+    setsid nohup python3 -m dawnbench_fast.gpu_suite.measure --work W --stages build,warm &
+    # once the data is there:
     python3 -m dawnbench_fast.gpu_suite.measure --work W --copy-to OUT \\
         --data-dir CIFAR_DIR --peer PATH/airbench94_muon.py
 
-In order, each stage one command of the GPU suite (suite.py) filling
-W/suite.json as it goes:
+In order, each stage one command (of the GPU suite, suite.py, or of our
+trainer) filling W/suite.json as it goes:
 
-0. the source stamp (``--stamp``, default .gpu/kit/source.json): every
-   command and run records the commit the files were carried from, whatever
-   the machine's copy of .git says; no stamp, no measurement (``--no-stamp``);
-   and the compile caches of the last run on the same GPU model and torch
-   version, restored from ``--cache-from`` (default .gpu/cache) into W/cache,
-   which Inductor and Triton then use for every command;
-1. ``build``: the extension (skipped where it already loads with its CUDA
-   part, e.g. built while the data travelled);
-2. ``peer``: the published script once (``AIRBENCH_RUNS=--runs``, its
-   max-autotune warm-up included), then our trainer for ``--runs`` seeds in
-   one process; a second block, in the other order, only if the stage's
-   budget still holds one;
-3. ``profile``: the timed step profiled (``--profile-steps``) through the
-   roofline report.
+0. the source stamp (``--stamp``): every command and run records the commit
+   the files were carried from, whatever the machine's copy of .git says; no
+   stamp, no measurement (``--no-stamp``); the compile caches of the last run
+   on the same GPU model and torch version, restored from ``--cache-from``
+   into W/cache (Inductor's and Triton's, for every command); and, in the
+   measuring command, the background warm-up awaited (at most
+   ``--warm-wait`` seconds, then ended: it must not share the GPU with a
+   timed run);
+1. ``build``: the extension (skipped where an earlier command built it);
+2. ``warm`` (the background command's, while the data travels): our
+   trainer's own warm-up on random images of CIFAR-10's shapes, in
+   ``default`` then ``max-autotune-no-cudagraphs``, filling the caches on
+   disk; a marker per mode finished (W/cache/warmed/);
+3. ``peer``: our trainer first (``--runs`` seeds in one process, in the
+   compile mode plan.choose_mode picks), then the published script
+   (``AIRBENCH_RUNS=--runs``); further blocks alternate the order if the
+   budget holds them. Where our side wrote no run.json it is run again with
+   ``--set capture=off`` (the ``retry``, the suite's trainer part);
+4. ``profile``: the timed step profiled (``--profile-steps``) through the
+   roofline report, with ``--set capture=off`` once a capture failure or a
+   failed side of ours was seen.
 
-Each stage keeps to its budget (``--build-budget`` ...) and all of them to
-``--limit`` (540 s). After each, the files that matter go to ``--copy-to``
-(carry.py), so a command stopped at its limit keeps what it finished; the
-caches go there last, named for the GPU and torch version, to be carried
-next time. suite.json's ``measure`` says which stages ran and how long,
-which commit, whether the caches were restored, and each block's warm-ups:
-the published script's and ours, so one can say whether the caches helped.
-``--dry-run`` goes through all of it on the CPU at tiny sizes (the suite's
-dry run: a stand-in for the published script, a one-step profile).
+Each stage keeps to its budget and all of them to ``--limit``. After each,
+the files that matter go to ``--copy-to`` (carry.py), so a command stopped
+at its limit keeps what it finished; the caches go there last, named for the
+GPU and torch version, to be carried next time. suite.json's ``measure``
+records all of it; its ``ratio`` is the headline, with both sides'
+accuracies and whether it is valid. ``--dry-run`` goes through all of it on
+the CPU at tiny sizes (a stand-in for the published script, a one-step
+profile).
 """
 
 from __future__ import annotations
@@ -43,13 +55,25 @@ import math
 import os
 import subprocess
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 from dawnbench_fast import atomic
-from dawnbench_fast.gpu_suite import carry
+from dawnbench_fast.gpu_suite import carry, plan
+from dawnbench_fast.gpu_suite.background import (
+    BACKGROUND,
+    KEEP_S,
+    MIN_STAGE_S,
+    Clock,
+    SystemClock,
+    await_background,
+    marker_path,
+    run_warm,
+    write_marker,
+)
 from dawnbench_fast.gpu_suite.record import (
     SCHEMA_VERSION,
+    Logs,
     Stopped,
     UsageError,
     add_trainer_args,
@@ -61,23 +85,34 @@ from dawnbench_fast.gpu_suite.record import (
 )
 from dawnbench_fast.reporting import provenance
 
-STAGES = ("build", "peer", "profile")
-PART_OF = {"build": "build", "peer": "peer", "profile": "roofline"}  # the suite part each stage runs
-LIMIT_S = 540.0  # the command's, all stages together: a lent machine cuts a command at 600 s
+STAGES = ("build", "warm", "peer", "profile")
+DEFAULT_STAGES = ("build", "peer", "profile")  # warm: the background command's, while the data travels
+PART_OF = {"build": "build", "peer": "peer", "retry": "trainer", "profile": "roofline"}  # suite parts
+COMMAND_LIMIT_S = 600.0  # the command runner cuts a command here
+LIMIT_MARGIN_S = 60.0  # --limit's default below it: the runner's start and the files' copy back
 START_S = 45.0  # a suite command's time beyond its part's budget: torch's import, the environment
-KEEP_S = 20.0  # kept back at the end for the caches' tarball
-MIN_STAGE_S = 20.0  # a stage with less than this left is skipped, not started
 PROBE = ("import json, torch; print(json.dumps({'torch': torch.__version__, 'gpu': "
          "torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}))")
+CAPTURE_OFF = ["--set", "capture=off"]
+
+
+# (the log owner, the command, its log's name, timeout) -> (exit status or None, seconds, log path)
+Runner = Callable[[Logs, list[str], str, float], "tuple[int | None, float, Path]"]
 
 
 class Measure:
     """The command's folder, its log (lines appended to suite.log beside the
     suite's own) and its record, suite.json's ``measure``, merged into the
-    file between the suite's commands (never held across one: they rewrite it)."""
+    file between the suite's commands (never held across one: they rewrite it).
+    ``clock`` and ``run`` (what starts a command) are injectable: the plan
+    is tested with a fake clock and fake commands."""
 
-    def __init__(self, work: Path, limit_s: float):
-        self.out, self.limit_s, self.t0 = work, limit_s, time.monotonic()
+    def __init__(self, work: Path, limit_s: float, clock: Clock | None = None, run: Runner | None = None,
+                 t0: float | None = None):
+        self.clock = clock or SystemClock()
+        self.run: Runner = run or run_logged
+        self.out, self.limit_s = work, limit_s
+        self.t0 = self.clock.monotonic() if t0 is None else t0
         self.path, self.log_path = work / "suite.json", work / "suite.log"
         work.mkdir(parents=True, exist_ok=True)
         data = read_suite(self.path) if self.path.exists() else \
@@ -87,8 +122,11 @@ class Measure:
         self.rec: dict = {"started": now(), "argv": sys.argv[1:], "stages": []}
         atomic.write_json(self.path, {**data, "measure": self.rec})
 
+    def elapsed(self) -> float:
+        return self.clock.monotonic() - self.t0
+
     def left(self) -> float:
-        return self.limit_s - (time.monotonic() - self.t0)
+        return self.limit_s - self.elapsed()
 
     def log(self, line: str) -> None:
         stamped = f"{now()} [measure] {line}"
@@ -117,30 +155,78 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-stamp", action="store_true",
                    help="measure without a stamp (git's word, maybe stale)")
     p.add_argument("--cache-from", default=".gpu/cache", metavar="DIR", help="carried cache tarballs")
-    p.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated, of {', '.join(STAGES)}")
-    p.add_argument("--limit", type=float, default=LIMIT_S, metavar="S", help="seconds for everything")
-    p.add_argument("--build-budget", type=float, default=150.0, metavar="S")
-    p.add_argument("--peer-budget", type=float, default=300.0, metavar="S",
-                   help="the published script once and our seeds; a second block only within it")
+    p.add_argument("--stages", default=",".join(DEFAULT_STAGES),
+                   help=f"comma-separated, of {', '.join(STAGES)}")
+    g = p.add_argument_group("the command runner's limits")
+    g.add_argument("--command-limit", type=float, default=COMMAND_LIMIT_S, metavar="S",
+                   help="where the runner cuts a command")
+    g.add_argument("--limit", type=float, metavar="S",
+                   help=f"seconds for everything (default: --command-limit less {LIMIT_MARGIN_S:.0f})")
+    g.add_argument("--max-files", type=int, default=carry.MAX_FILES, help="files the runner returns")
+    g.add_argument("--max-file-mib", type=float, default=carry.MAX_FILE_BYTES / 2**20,
+                   help="the size of each returned file")
+    g = p.add_argument_group("stage budgets (seconds)")
+    g.add_argument("--build-budget", type=float, default=150.0, metavar="S")
+    g.add_argument("--warm-budget", type=float, default=420.0, metavar="S",
+                   help="the background warm-up, both compile modes")
+    g.add_argument("--warm-wait", type=float, default=90.0, metavar="S",
+                   help="how long the measuring command awaits the background warm-up before ending it")
+    g.add_argument("--peer-budget", type=float, default=330.0, metavar="S",
+                   help="our seeds then the published script; another block only within it")
+    g.add_argument("--retry-budget", type=float, default=120.0, metavar="S",
+                   help="our seeds again with --set capture=off where our side wrote no run.json")
     # the profile runs the trainer's own warm-up (compile, capture) first: the peer stage's caches shorten it
-    p.add_argument("--profile-budget", type=float, default=90.0, metavar="S")
-    p.add_argument("--runs", type=int, default=10, help="the published script's runs and our seeds, a block")
+    g.add_argument("--profile-budget", type=float, default=90.0, metavar="S")
+    est = plan.Estimates()
+    g = p.add_argument_group("what the plan counts on (seconds; the defaults are an H200's)")
+    g.add_argument("--peer-warmup-s", type=float, default=est.peer_warmup_s, metavar="S")
+    g.add_argument("--peer-run-s", type=float, default=est.peer_run_s, metavar="S")
+    g.add_argument("--ours-run-s", type=float, default=est.ours_run_s, metavar="S")
+    g.add_argument("--ours-start-s", type=float, default=est.ours_start_s, metavar="S")
+    g.add_argument("--cold-autotune-s", type=float, default=est.cold_autotune_s, metavar="S",
+                   help="our warm-up in max-autotune-no-cudagraphs from cold caches")
+    p.add_argument("--runs", type=int, default=8, help="the published script's runs and our seeds, a block")
+    p.add_argument("--min-runs", type=int, default=5, help="fewer runs a side: the ratio is invalid")
     p.add_argument("--blocks", type=int, default=2, help="blocks at most (the second only if time remains)")
     p.add_argument("--seed", type=int, default=0, help="our first seed")
     p.add_argument("--profile-steps", type=int, default=3)
     p.add_argument("--ncu-kernels", type=int, default=0, help="ncu on the profile's top kernels (0: none)")
+    p.add_argument("--target", type=float, default=0.94, help="the accuracy both sides are held to")
     p.add_argument("--dry-run", action="store_true", help="every stage on the CPU at tiny sizes, no timing")
     add_trainer_args(p)
     return p
 
 
+def estimates(args: argparse.Namespace) -> plan.Estimates:
+    return plan.Estimates(peer_warmup_s=args.peer_warmup_s, peer_run_s=args.peer_run_s,
+                          ours_run_s=args.ours_run_s, ours_start_s=args.ours_start_s,
+                          cold_autotune_s=args.cold_autotune_s)
+
+
 def check_args(args: argparse.Namespace) -> list[str]:
     named = comma_list(args.stages, STAGES, "--stages", "stages")
     stages = [s for s in STAGES if s in named]  # always in the script's order, whatever the flag's
-    budgets = (args.limit, args.build_budget, args.peer_budget, args.profile_budget)
-    if not all(0 < b < math.inf for b in budgets) or min(args.runs, args.blocks, args.profile_steps) < 1:
-        raise UsageError("--limit, the budgets, --runs, --blocks, --profile-steps: must be positive "
-                         "(and finite)")
+    if args.limit is None:
+        args.limit = args.command_limit - LIMIT_MARGIN_S
+    seconds = {"--command-limit": args.command_limit, "--limit": args.limit,
+               "--max-file-mib": args.max_file_mib,
+               **{f"--{k.replace('_', '-')}": getattr(args, k) for k in (
+                   "build_budget", "warm_budget", "peer_budget", "retry_budget", "profile_budget",
+                   "peer_warmup_s", "peer_run_s", "ours_run_s", "ours_start_s", "cold_autotune_s")}}
+    for flag, value in seconds.items():
+        if not 0 < value < math.inf:
+            raise UsageError(f"{flag} {value}: must be positive (and finite)")
+    if not 0 <= args.warm_wait < math.inf:
+        raise UsageError(f"--warm-wait {args.warm_wait}: must be 0 or more (and finite)")
+    for flag, value in (("--runs", args.runs), ("--blocks", args.blocks), ("--min-runs", args.min_runs),
+                        ("--profile-steps", args.profile_steps), ("--max-files", args.max_files)):
+        if value < 1:
+            raise UsageError(f"{flag} {value}: must be at least 1")
+    if args.limit > args.command_limit:
+        raise UsageError(f"--limit {args.limit:g}: past --command-limit {args.command_limit:g}, where the "
+                         "runner would cut the command before its files are sent")
+    if not 0 < args.target <= 1:
+        raise UsageError(f"--target {args.target}: an accuracy, a fraction in (0, 1]")
     if not args.no_stamp and not os.environ.get(provenance.STAMP_ENV) and not Path(args.stamp).is_file():
         raise UsageError(f"--stamp {args.stamp}: no source stamp, so the commit measured would not be known; "
                          "make it where the files come from (python -m dawnbench_fast.reporting.provenance "
@@ -152,8 +238,9 @@ def check_args(args: argparse.Namespace) -> list[str]:
     return stages
 
 
-def suite_command(args: argparse.Namespace, stage: str, budget: float) -> list[str]:
-    """The GPU suite's command for ``stage`` with ``budget`` seconds for its part."""
+def suite_command(args: argparse.Namespace, stage: str, budget: float, extra: list[str] = ()) -> list[str]:
+    """The GPU suite's command for ``stage`` with ``budget`` seconds for its
+    part; ``extra`` goes to its trainer commands after ``--trainer-args``'."""
     cmd = [sys.executable, "-m", "dawnbench_fast.gpu_suite", "--out", str(args.work),
            "--part-budget", f"{budget:.0f}", "--only", PART_OF[stage]]
     cmd += ["--dry-run"] if args.dry_run else []
@@ -161,19 +248,31 @@ def suite_command(args: argparse.Namespace, stage: str, budget: float) -> list[s
         return cmd
     cmd += ["--data-dir", args.data_dir] if args.data_dir else []
     if stage == "peer":
-        cmd += ["--peer-first", "--peer-runs", str(args.runs), "--peer-blocks", str(args.blocks),
-                "--seed", str(args.seed)] + (["--peer", args.peer] if args.peer else [])
+        # ours opens the first block (no --peer-first): the published script's cold
+        # max-autotune warm-up would otherwise eat the budget before ours has run
+        cmd += ["--peer-runs", str(args.runs), "--peer-blocks", str(args.blocks),
+                "--target", str(args.target), "--seed", str(args.seed),
+                "--peer-warmup-s", str(args.peer_warmup_s), "--peer-run-s", str(args.peer_run_s)]
+        cmd += ["--peer", args.peer] if args.peer else []
+    elif stage == "retry":
+        cmd += ["--seeds", str(args.runs), "--seed", str(args.seed), "--target", str(args.target)]
     else:
         cmd += ["--profile-steps", str(args.profile_steps), "--ncu-kernels", str(args.ncu_kernels),
                 "--seed", str(args.seed)]
-    return cmd + (["--trainer-args", *args.trainer_args] if args.trainer_args else [])
+    trainer = [*args.trainer_args, *extra]
+    return cmd + (["--trainer-args", *trainer] if trainer else [])
 
 
-def run_stage(m: Measure, args: argparse.Namespace, stage: str) -> dict:
-    """One stage: its suite command within the stage's budget, clipped to
-    what ``--limit`` leaves (less the caches' time); its record."""
+def stage_budget(m: Measure, args: argparse.Namespace, stage: str) -> float:
+    """The stage's budget, clipped to what ``--limit`` leaves (less a suite
+    command's start and the caches' time)."""
+    return min(getattr(args, f"{stage}_budget"), m.left() - START_S - KEEP_S)
+
+
+def run_stage(m: Measure, args: argparse.Namespace, stage: str, extra: list[str] = ()) -> dict:
+    """One stage: its suite command within the stage's budget; its record."""
     asked = getattr(args, f"{stage}_budget")
-    budget = min(asked, m.left() - START_S - KEEP_S)
+    budget = stage_budget(m, args, stage)
     entry: dict = {"stage": stage, "budget_s": round(budget, 1), "asked_s": asked, "started": now()}
     m.rec["stages"].append(entry)
     if budget < MIN_STAGE_S:
@@ -182,8 +281,9 @@ def run_stage(m: Measure, args: argparse.Namespace, stage: str) -> dict:
         m.save()
         return entry
     m.save()
-    cmd = suite_command(args, stage, budget)
-    rc, seconds, _ = run_logged(m, cmd, f"measure_{stage}.log", budget + START_S)
+    cmd = suite_command(args, stage, budget, list(extra))
+    entry["trainer_args"] = cmd[cmd.index("--trainer-args") + 1:] if "--trainer-args" in cmd else []
+    rc, seconds, _ = m.run(m, cmd, f"measure_{stage}.log", budget + START_S)
     part = m.suite()["parts"].get(PART_OF[stage]) or {}
     status = part.get("status") or ("stopped at the limit" if rc is None else "failed")
     entry.update(exit_status=rc, seconds=round(seconds, 1), status=status)
@@ -192,6 +292,16 @@ def run_stage(m: Measure, args: argparse.Namespace, stage: str) -> dict:
     m.log(f"{stage}: {status} in {seconds:.0f} s (budget {budget:.0f} s)")
     m.save()
     return entry
+
+
+def built_already(m: Measure) -> str | None:
+    """Why the build stage need not run: an earlier command in --work (the
+    background one) built the extension, or found it built, with its CUDA part."""
+    part = m.suite()["parts"].get("build") or {}
+    probe = part.get("after") or part.get("before") or {}
+    if part.get("status") in ("done", "skipped") and probe.get("cuda"):
+        return f"built by an earlier command (its build part: {part['status']} at {part.get('ended')})"
+    return None
 
 
 def warmups(peer: dict) -> list[dict]:
@@ -208,6 +318,79 @@ def warmups(peer: dict) -> list[dict]:
                     "ours_warmup_s": ours[0].get("warmup_s") if ours else None,
                     "ours_wall_s": (b.get("ours") or {}).get("wall_s")})
     return out
+
+
+# -- the peer stage and what follows from it --------------------------------------------------------
+
+
+def capture_off(m: Measure) -> list[str]:
+    """``--set capture=off`` once a failure of our capture or our side was seen."""
+    return CAPTURE_OFF if m.rec.get("capture", {}).get("off") else []
+
+
+def saw_failure(m: Measure, why: str) -> None:
+    cap = m.rec.setdefault("capture", {"off": False, "why": []})
+    cap["off"] = True
+    cap["why"].append(why)
+    m.log(f"capture=off from now on: {why}")
+
+
+def check_our_runs(m: Measure, sides: list[dict], where: str) -> bool:
+    """Whether our side wrote no run.json after failing (then it is run
+    again with capture=off); every run.json's capture failure and every
+    failed side recorded, each turning capture off for later stages."""
+    failed_before_writing = False
+    for k, side in enumerate(sides):
+        rc, runs = side.get("exit_status"), side.get("runs") or []
+        for run in runs:
+            done = plan.read_run_json(run.get("run_json") or "")
+            m.rec.setdefault("our_step", plan.step_record(done))  # the first run's: captured, self-test
+            why = plan.capture_failed(done)
+            if why:
+                saw_failure(m, f"{where}: run.json of seed {run.get('seed')} says capture failed: {why}")
+        if rc not in (0, None) and not runs:  # None: stopped at the budget, which no retry would mend
+            failed_before_writing = True
+            saw_failure(m, f"{where}: our side (block {k}) exited {rc} before writing a run.json")
+    return failed_before_writing
+
+
+def run_peer(m: Measure, args: argparse.Namespace) -> None:
+    """The peer stage: the compile mode chosen, ours then the published
+    script, our side run again with capture=off where it wrote nothing,
+    and the ratio recorded."""
+    cache = m.out / "cache"
+    given = plan.given_mode(args.trainer_args)
+    warmed = plan.warmed_modes(cache, bool((m.rec.get("cache") or {}).get("restored")))
+    mode, why = plan.choose_mode(given, warmed, stage_budget(m, args, "peer"), args.runs, estimates(args))
+    m.rec["compile"] = {"mode": mode, "why": why, "warmed": warmed}
+    m.log(f"compile mode {mode}: {why}")
+    marker = plan.read_run_json(marker_path(cache, mode))
+    if marker.get("capture_failed"):
+        saw_failure(m, f"the warm-up in {mode} says capture failed: {marker['capture_failed']}")
+    extra = ([] if given else ["--set", f"compile_mode={mode}"])
+    entry = run_stage(m, args, "peer", extra + capture_off(m))
+    if entry["status"] == "skipped":
+        return
+    part = m.suite()["parts"].get("peer") or {}
+    blocks = part.get("blocks") or []
+    ours = [b["ours"] for b in blocks if "ours" in b]
+    peer_runs = [r for b in blocks for r in (b.get("peer") or {}).get("runs") or []]
+    source, our_runs = "peer stage", [r for side in ours for r in side.get("runs") or []]
+    if our_runs and not capture_off(m):
+        write_marker(m, mode, "our runs in the peer stage")
+    if check_our_runs(m, ours, "peer stage"):
+        m.rec["retry"] = {"why": "our side wrote no run.json: run again with --set capture=off"}
+        retry = run_stage(m, args, "retry", extra + capture_off(m))
+        if retry["status"] != "skipped":
+            trainer = m.suite()["parts"].get("trainer") or {}
+            check_our_runs(m, [trainer], "retry")
+            our_runs, source = trainer.get("runs") or [], "retry with --set capture=off"
+        m.rec["retry"].update(status=retry["status"], runs=len(our_runs) if source != "peer stage" else 0)
+    m.rec["ratio"] = {**plan.ratio_record(our_runs, peer_runs, args.target, args.min_runs, source),
+                      "at_s": round(m.elapsed(), 1)}
+    r = m.rec["ratio"]
+    m.log(f"ratio {r['ratio_end_clock']} ({'valid' if r['valid'] else 'invalid: ' + r['invalid_why']})")
+    m.save()
 
 
 def probe_machine(m: Measure) -> dict:
@@ -243,56 +426,108 @@ def send(m: Measure, args: argparse.Namespace, with_cache: bool) -> None:
     """The returned files, made again from what the stages have written."""
     if not args.copy_to:
         return
-    dest = Path(args.copy_to)
-    sent = carry.send_back(m.out, dest)
+    dest, max_bytes = Path(args.copy_to), int(args.max_file_mib * 2**20)
+    sent = carry.send_back(m.out, dest, max_bytes)
     if with_cache and "cache" in m.rec:
-        m.rec["cache_sent"] = carry.send_cache(m.out / "cache", dest, m.rec["cache"]["name"])
+        m.rec["cache_sent"] = carry.send_cache(m.out / "cache", dest, m.rec["cache"]["name"], max_bytes)
     m.rec["returned"] = {p.name: p.stat().st_size for p in sorted(dest.iterdir()) if p.is_file()}
     m.save()
     carry.copy_file(m.path, dest / "suite.json")  # with the record just made
     too_big = {k: v for k, v in sent.items() if v.get("bytes") is None}
-    if too_big or len(m.rec["returned"]) > carry.MAX_FILES:
+    if too_big or len(m.rec["returned"]) > args.max_files:
         m.log(f"returned files over the limits: {too_big or m.rec['returned']}")
 
 
-def main(argv: list[str] | None = None) -> int:
+def run_stages(m: Measure, args: argparse.Namespace, stages: list[str]) -> None:
+    for stage in stages:
+        why = built_already(m) if stage == "build" else None
+        if why:
+            m.rec["stages"].append({"stage": "build", "status": "skipped", "reason": why, "budget_s": 0})
+            m.log(f"build: skipped ({why})")
+            m.save()
+        elif stage == "warm":
+            run_warm(m, args)
+        elif stage == "peer":
+            run_peer(m, args)
+        else:
+            run_stage(m, args, stage, capture_off(m))
+        if stage != stages[-1]:  # the last stage's files are sent below, once
+            send(m, args, with_cache=stage != "build")
+
+
+def main(argv: list[str] | None = None, clock: Clock | None = None, run: Runner | None = None) -> int:
+    """The command; ``clock`` and ``run`` replace the real ones in tests."""
     args = parser().parse_args(argv)
+    clock = clock or SystemClock()
+    t0 = clock.monotonic()  # --limit counts from here: the wait for the background is in it
     try:
         stages = check_args(args)
         if args.dry_run:
             os.environ["CUDA_VISIBLE_DEVICES"] = ""  # a dry run is the CPU's, even on a GPU machine
         args.work = Path(args.work).resolve()
-        m = Measure(args.work, args.limit)
+        background = None
+        if "warm" not in stages:
+            background = await_background(args.work, min(args.warm_wait, args.limit / 2), clock)
+        m = Measure(args.work, args.limit, clock, run, t0)
     except UsageError as e:
         print(f"measure: {e}", file=sys.stderr)
         return 2
+    if background is not None:
+        m.rec["background"] = background
+    if "warm" in stages:  # this is the background command: the measuring one awaits it by this file
+        atomic.write_json(args.work / BACKGROUND, {"pid": os.getpid(), "started": now(), "stages": stages})
     with stop_on_signals():
         try:
             prepare(m, args)
-            for stage in stages:
-                run_stage(m, args, stage)
-                if stage != stages[-1]:  # the last stage's files are sent below, once
-                    send(m, args, with_cache=stage != "build")
+            run_stages(m, args, stages)
         except Stopped as e:
             m.rec.update(stopped_by=e.args[0], stopped=now())
             m.log(f"stopped by {e.args[0]}")
             send(m, args, with_cache=True)
             return 128 + e.signum
+        finally:
+            if "warm" in stages:
+                bg = plan.read_run_json(args.work / BACKGROUND)
+                atomic.write_json(args.work / BACKGROUND, {**bg, "ended": now()})
     m.rec["ended"] = now()
     m.save()
     send(m, args, with_cache=stages != ["build"])  # a build alone compiles nothing for Inductor
     print(summary(m.rec))
-    return 0 if all(s["status"] in ("done", "skipped") for s in m.rec["stages"]) else 1
+    ok = all(s["status"] in ("done", "skipped") for s in m.rec["stages"])
+    return 0 if ok and (m.rec.get("ratio") or {}).get("ratio_end_clock", 0) is not None else 1
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.2f}%"
 
 
 def summary(rec: dict) -> str:
-    """The table the command ends with (a lent machine's reply shows the end of the output)."""
+    """The table the command ends with (the command runner's reply shows the end of the output)."""
     lines = [f"commit {(rec.get('git') or {}).get('sha')}  gpu {rec['machine'].get('gpu')}  "
              f"torch {rec['machine'].get('torch')}  caches restored: {rec['cache']['restored']}"]
+    bg = rec.get("background")
+    if bg and bg.get("found"):
+        lines.append(f"  background warm-up: waited {bg['waited_s']:.0f} s, {bg['ended']}, "
+                     f"warmed {', '.join(bg['modes_warmed']) or 'none'}")
     lines += [f"  {s['stage']:8} {s['status']:22} {s.get('seconds', 0):6.0f} s of {s['budget_s']:.0f}"
               for s in rec["stages"]]
+    if "compile" in rec:
+        lines.append(f"  compile mode {rec['compile']['mode']}: {rec['compile']['why']}")
     lines += [f"  block {i}: peer warm-up {w['peer_warmup_s']} s (wall {w['peer_wall_s']} s), "
               f"ours {w['ours_warmup_s']} s" for i, w in enumerate(rec.get("warmups", []))]
+    if rec.get("capture", {}).get("off"):
+        lines.append(f"  capture=off: {'; '.join(rec['capture']['why'])}")
+    if "retry" in rec:
+        lines.append(f"  retry: {rec['retry']['why']} -> {rec['retry'].get('status')}")
+    r = rec.get("ratio")
+    if r:
+        ratio = "none" if r["ratio_end_clock"] is None else f"{r['ratio_end_clock']:.3f}"
+        lines += [f"  RATIO ours/peer end clock {ratio}  ({r['source']}; "
+                  + ("valid" if r["valid"] else f"INVALID: {r['invalid_why']}") + ")",
+                  f"    ours: mean top-1 {_pct(r['ours']['mean_top1'])}, reached {r['ours']['reached']}"
+                  f" of {r['ours']['runs']}",
+                  f"    peer: mean tta_val_acc {_pct(r['peer']['mean_tta_val_acc'])}, reached "
+                  f"{r['peer']['reached']} of {r['peer']['runs']}"]
     lines += [f"  returned: {name} {size / 2**20:.2f} MiB" for name, size in rec.get("returned", {}).items()]
     return "\n".join(lines)
 

@@ -6,8 +6,8 @@ every custom op against torch, and a roofline of the training step.
                                        [--peer PATH/airbench94_muon.py] [--data-dir CIFAR_DIR]
     python -m dawnbench_fast.gpu_suite --out DIR --dry-run      # every part on tiny shapes, no timing (CPU)
 
-Each part is one step of a measurement campaign on a lent machine whose
-commands are cut at about ten minutes, so each keeps to ``--part-budget``
+Each part is one step of a measurement campaign on a GPU machine reached by
+a command runner that cuts each command at ten minutes, so each keeps to ``--part-budget``
 seconds (default 540) and writes what it measured as it goes: DIR/suite.json
 (docs/GPU_SUITE.md documents its keys) is rewritten atomically after every
 measurement and DIR/suite.log is appended to, so a command stopped at its limit
@@ -51,7 +51,7 @@ from dawnbench_fast.gpu_suite.training_parts import part_peer, part_trainer
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout the build part installs
 PARTS = ("build", "trainer", "peer", "ops", "roofline")
-PART_BUDGET_S = 540.0  # a lent machine cuts a command at 600 s: leave room for start and copy-back
+PART_BUDGET_S = 540.0  # a command runner cuts a command at 600 s: leave room for start and copy-back
 
 
 # -- environment ----------------------------------------------------------------------------------
@@ -222,6 +222,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--peer-blocks", type=int, default=2, help="peer part: blocks per side (if time allows)")
     p.add_argument("--peer-first", action="store_true",
                    help="peer part: the published script opens the first block (else ours does)")
+    p.add_argument("--peer-warmup-s", type=float, default=155.0, metavar="S",
+                   help="peer part: the published script's warm-up, counted on when fitting its runs to "
+                   "the time left (an H200's, cold caches)")
+    p.add_argument("--peer-run-s", type=float, default=6.0, metavar="S",
+                   help="peer part: one of its runs, counted on likewise")
     p.add_argument("--latency-images", type=int, default=1000, help="trainer: images timed one at a time")
     p.add_argument("--target", type=float, default=0.94, help="the accuracy both sides are held to")
     p.add_argument("--profile-steps", type=int, default=3, help="roofline part: profiled steps")
@@ -261,6 +266,9 @@ def check_args(args: argparse.Namespace) -> list[str]:
             not 0 < args.part_budget < math.inf:
         raise UsageError("--seeds, --peer-runs, --peer-blocks, --profile-steps, --part-budget: "
                          "must be positive (and finite)")
+    for flag, value in (("--peer-warmup-s", args.peer_warmup_s), ("--peer-run-s", args.peer_run_s)):
+        if not 0 < value < math.inf:
+            raise UsageError(f"{flag} {value}: must be positive (and finite)")
     if not 0 < args.target <= 1:
         raise UsageError(f"--target {args.target}: must be in (0, 1], a fraction: 0.94 means 94%")
     return parts

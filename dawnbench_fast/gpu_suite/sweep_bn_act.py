@@ -1,6 +1,7 @@
 """Tune bn_act's GPU launch configurations in one command: try each, time it,
-write the table, name the winners (a lent GPU is not under your hands
-between commands, so the whole sweep is one run).
+write the table, name the winners (a GPU machine reached by a command
+runner is not under your hands between commands, so the whole sweep is one
+run).
 
     python -m dawnbench_fast.gpu_suite.sweep_bn_act --out DIR [--batch N] [--dry-run]
 

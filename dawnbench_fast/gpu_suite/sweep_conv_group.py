@@ -1,7 +1,7 @@
 """Tune the conv group's two Triton GEMM kernels in one command: each tile
 configuration at every conv call the recipe's step makes, beside cuDNN's time
-for the same call, as a table (a lent GPU is not under your hands between
-commands, so the whole sweep is one run).
+for the same call, as a table (a GPU machine reached by a command runner is
+not under your hands between commands, so the whole sweep is one run).
 
     python -m dawnbench_fast.gpu_suite.sweep_conv_group --out DIR [--batch N] [--budget S] [--dry-run]
 

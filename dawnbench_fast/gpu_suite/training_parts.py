@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 import time
@@ -112,6 +113,18 @@ def part_peer(suite: Suite, args: argparse.Namespace) -> None:
     suite.end("peer", "done" if done else "partial", None if done else "a side failed or was stopped: logs/")
 
 
+PEER_START_S = 15.0  # the published script's process before its warm-up: imports, the data on the GPU
+
+
+def peer_runs_that_fit(left_s: float, runs: int, warmup_s: float, run_s: float) -> int:
+    """The published script's runs this block, at most ``runs``: as many as
+    the time left holds after its warm-up, and at least one. A process cut
+    at the budget returns no run at all (its table is printed as it goes,
+    but the ratio needs whole runs), so fewer runs are better than none."""
+    fit = math.floor((left_s - PEER_START_S - warmup_s) / run_s)
+    return max(1, min(runs, fit))
+
+
 def run_side(suite: Suite, args: argparse.Namespace, side: str, block: int, runs: int, script: Path,
              workdir: Path) -> dict:
     """One block of one side: our trainer for ``runs`` seeds, or the peer
@@ -122,11 +135,13 @@ def run_side(suite: Suite, args: argparse.Namespace, side: str, block: int, runs
         cmd = trainer_command(args, folder, args.seed + block * runs, runs, suite.dry_run)
         rc, seconds, _ = run_logged(suite, cmd, f"peer_ours_block{block}.log", timeout)
         return {"exit_status": rc, "wall_s": round(seconds, 1), "runs": our_runs(folder)}
+    fitted = runs if suite.dry_run else peer_runs_that_fit(timeout, runs, args.peer_warmup_s, args.peer_run_s)
     cmd = [sys.executable, str(script.resolve())]
     rc, seconds, log = run_logged(suite, cmd, f"peer_block{block}.log", timeout, cwd=workdir,
-                                  env={"AIRBENCH_RUNS": str(runs)})
+                                  env={"AIRBENCH_RUNS": str(fitted)})
     parsed = peer_io.parse_output(log.read_text(errors="replace"))
-    return {"exit_status": rc, "wall_s": round(seconds, 1), **parsed}
+    return {"exit_status": rc, "wall_s": round(seconds, 1), "runs_asked": runs, "runs_started": fitted,
+            **parsed}
 
 
 def peer_summary(blocks: list[dict], target: float) -> dict:

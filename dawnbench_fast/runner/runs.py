@@ -245,6 +245,25 @@ def warm_up_config(cfg: Any) -> Any:
     return dataclasses.replace(cfg, seed=WARMUP_SEED)
 
 
+def warm_up_only(recipe: Recipe, cfg: Any, device: torch.device, backend: str) -> dict:
+    """Only the trainer's own warm-up, as :func:`train_resumable` runs it
+    (the run's task made first, then the throwaway warm-up task: compile,
+    the capture of the step's graphs, the evaluation's warm-up), timed as
+    the trainer times it; nothing trained under the clock, nothing written.
+    What ``--warm-up-only`` records: the seconds, the compile mode and the
+    step's record (captured or eager, and why), so that a warm-up run ahead
+    of time (on synthetic data, to fill the compile caches on disk) says
+    what it compiled."""
+    phases = Phases(device)
+    task = recipe.make_task(cfg)  # as a seed does: the run's task exists before the warm-up's
+    with phases.timed("warmup"):
+        warm_up(recipe.make_task(warm_up_config(cfg)))
+    execution = gpu_defaults.execution_record(device, cfg)
+    return {"warmup_s": phases.seconds["warmup"], "compile_mode": execution["compile_mode"],
+            "execution": execution, "device": str(device), "backend": backend,
+            "step": recipe.extra_result(task, backend).get("step")}
+
+
 def train_resumable(ctx: _Context, cfg: Any, run_dir: Path,
                     phases: Phases) -> tuple[Task, LoopResult, dict]:
     """Warm up, then train ``cfg`` (from its last checkpoint with --resume),
