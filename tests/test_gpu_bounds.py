@@ -1,4 +1,4 @@
-"""dawnbench_fast/gpu_suite/bounds.py: the bound table of the custom GPU ops (issue 30),
+"""dawnbench_fast/gpu_suite/bounds.py: the bound table of the custom GPU ops,
 its bounds computed from the peaks table, and the measured times read from
 both sources it takes (a pytest-benchmark JSON, a GPU suite's suite.json)."""
 

@@ -1,4 +1,4 @@
-"""The GPU suite (``python -m dawnbench_fast.gpu_suite``, issue 28): its dry run goes through
+"""The GPU suite (``python -m dawnbench_fast.gpu_suite``): its dry run goes through
 every part on the CPU and leaves a suite.json a reader can use; a part cut at
 its budget keeps what it measured; the published script's table is parsed as
 it prints it; bad flags are one line and exit 2."""
@@ -33,7 +33,7 @@ def suite(*args: str, timeout: float = 240, env: dict[str, str] | None = None) -
 @pytest.fixture(scope="module")
 def dry_run(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("suite")
-    stamp = out.parent / f"{out.name}-source.json"  # as a lent GPU is run: the carried checkout's stamp
+    stamp = out.parent / f"{out.name}-source.json"  # as on a GPU machine: the carried checkout's stamp
     stamp.write_text(json.dumps(provenance.make_stamp()))
     r = suite("--out", str(out), "--dry-run", "--data-dir", str(cifar_dir()),
               env={provenance.STAMP_ENV: str(stamp)})
@@ -55,7 +55,7 @@ def test_dry_run_goes_through_every_part(dry_run):
 
 
 def test_the_suite_and_its_runs_name_the_stamped_commit(dry_run):
-    """Issue 42: the GPU machine's .git may be stale; the carried stamp decides."""
+    """The GPU machine's .git may be stale; the carried stamp decides."""
     stamp = dry_run["stamp"]
     want = {"sha": stamp["commit"], "dirty": bool(stamp["changed_at_stamp"]), "source": "stamp"}
     got = dry_run["json"]["environment"]["git"]

@@ -1,4 +1,4 @@
-"""Faults a user meets with the GPU suite (dawnbench_fast/gpu_suite/, issue 42):
+"""Faults a user meets with the GPU suite (dawnbench_fast/gpu_suite/):
 run without --dry-run on a machine without a GPU it says so in one line
 before any work; a non-finite budget or target is refused; stopped by a
 signal (a scheduler's TERM, ^C, a closed terminal's HUP) it ends the runs it

@@ -1,4 +1,4 @@
-"""The GPU sweep scripts (issue 30). dawnbench_fast/gpu_suite/sweep_bn_act.py: its dry
+"""The GPU sweep scripts. dawnbench_fast/gpu_suite/sweep_bn_act.py: its dry
 run goes through every configuration of both faces on the CPU (Triton's
 interpreter, the C++ build). dawnbench_fast/gpu_suite/sweep_conv_group.py: its dry run
 launches the conv group's two Triton GEMM kernels at every call of the

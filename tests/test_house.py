@@ -253,19 +253,11 @@ DEVELOPMENT_WORDS = {
 # prose (README.md) and the scripts (*.sh): the rest is data, and its folder names are paths.
 SCANNED_SUFFIXES = {".py", ".md", ".toml", ".txt", ".json", ".cpp", ".cu", ".cuh", ".h", ".sh", ".csv"}
 RESULTS = "docs/results/"
-# Files other changes are rewriting now: their owners empty this list when they are done.
-NOT_YET_CLEANED = {
-    "dawnbench_fast/cifar/cli.py",
-    "dawnbench_fast/runner/runs.py",
-    "dawnbench_fast/gpu_suite/",  # the whole folder
-    "docs/GPU_SUITE.md",
-    "tests/test_gpu_",  # tests/test_gpu_*.py
-}
 SELF = "tests/test_house.py"  # holds the words it looks for: its patterns and planted examples
 
 
 def _scanned(path: str) -> bool:
-    if path == SELF or any(path.startswith(prefix) for prefix in NOT_YET_CLEANED):
+    if path == SELF:
         return False
     if path.startswith(RESULTS):
         return path.endswith(("/README.md", ".sh"))
@@ -307,7 +299,6 @@ def test_the_word_scan_catches_planted_words_and_passes_legitimate_ones(tmp_path
         "pkg/a.py": '"""The step (issue 12)."""\n# on a lent GPU\n',
         "docs/b.md": "See DEVELOPERS.md.\nThis session had an H100 for 15 minutes of device time.\n",
         "docs/results/ab-issue43-amx/README.md": "Issues 8 and 29 asked for it.\n",
-        "docs/GPU_SUITE.md": "issue 45 (not yet cleaned: skipped)\n",
         "docs/results/ab-issue43-amx/run.log": "issue 43 (data: skipped)\n",
     }
     legitimate = {
