@@ -96,9 +96,7 @@ def capture_failed(run_json: dict) -> str | None:
     else None. run.json's ``step`` (under ``result``) gains
     ``capture_failed`` and ``self_test``; read so that a file without them
     (older runs) says nothing failed."""
-    result = run_json.get("result") if isinstance(run_json.get("result"), dict) else {}
-    step = result.get("step") or run_json.get("step") or {}
-    why = step.get("capture_failed") if isinstance(step, dict) else None
+    why = step_record(run_json)["capture_failed"]
     return str(why) if why else None
 
 
