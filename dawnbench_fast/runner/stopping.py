@@ -94,7 +94,9 @@ def resume_command(entry: str, out: Path, argv: list[str] | None = None) -> str:
 def resume_hint(checkpoint: Path, out: Path, entry: str) -> str:
     """Where the run's work is kept and how to go on with it."""
     if not checkpoint.exists():
-        again = " with --overwrite" if out.is_dir() and any(out.iterdir()) else ""
+        from dawnbench_fast.runner import claim  # not at the top: this module imports only the stdlib
+
+        again = " with --overwrite" if claim.holds_files(out) else ""
         return f"no epoch had finished (no checkpoint to go on from): start the command again{again}"
     return f"{checkpoint} holds the last finished epoch; go on with: {resume_command(entry, out)}"
 
