@@ -20,7 +20,7 @@ from dawnbench_fast.analyze import (  # noqa: E402
     stability,
     thresholds,
 )
-from dawnbench_fast.analyze.study_cli import PROG, split_trainer_args  # noqa: E402
+from dawnbench_fast.analyze.study_cli import PROG, release_out, split_trainer_args  # noqa: E402
 from dawnbench_fast.runner import cli  # noqa: E402
 
 COMMANDS = (stability, thresholds, batch_size, lesion, leaderboard, results)
@@ -45,7 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     def command() -> int:
         args = build_parser().parse_args(ours)
         args.trainer_args = trainer_args
-        return args.command_fn(args)
+        try:
+            return args.command_fn(args)
+        finally:  # the --out the command claimed (study_cli.resolve_out), whatever happened
+            release_out(args)
 
     return cli.guarded(PROG, command)
 

@@ -244,34 +244,47 @@ def check_out_dir(path: Path, overwrite: bool, resuming: bool = False) -> None:
 
 def claim_out(args: argparse.Namespace) -> claim.Claim | None:
     """Take ``--out`` for this run before anything is written into it
-    (runner/claim.py), then check it (:func:`check_out_dir`) again: checked
-    before the claim, two runs started together would both find it empty. A
-    folder another run holds is refused in one line; the default folder
-    (``--out`` not given) moves on to the next free name instead. Under
-    torchrun only rank 0, the one that writes, claims (None elsewhere)."""
+    (:func:`claim_out_dir`); a default folder (``--out`` not given) that
+    another run took moves on to the next free name. Under torchrun only
+    rank 0, the one that writes, claims (None elsewhere)."""
     if int(os.environ.get("RANK", "0")) != 0:
         return None
+    def next_name() -> Path:
+        return fresh_out(Path(args.default_out), args.seed, args.runs)
+
+    fresh = getattr(args, "out_is_fresh", False)
+    out, held = claim_out_dir(Path(args.out), args.overwrite, bool(args.resume), next_name if fresh else None)
+    args.out = str(out)
+    return held
+
+
+def claim_out_dir(out: Path, overwrite: bool, resuming: bool,
+                  next_name: Callable[[], Path] | None = None) -> tuple[Path, claim.Claim]:
+    """Claim ``out`` (runner/claim.py), then check it (:func:`check_out_dir`):
+    checked before the claim, two commands started together would both find
+    it empty. A folder another run holds, or one that holds files, is refused
+    in one line, unless ``next_name`` gives a folder to try instead (a default
+    folder, whose name the user never chose); the folder taken and its claim."""
     for _ in range(100):
-        out = Path(args.out)
         try:
             held = claim.claim(out)
         except claim.FolderInUse as e:
-            if not getattr(args, "out_is_fresh", False):
+            if next_name is None:
                 raise ConfigError(str(e)) from None
-            args.out = str(fresh_out(Path(args.default_out), args.seed, args.runs))
+            out = next_name()
             continue
         except claim.ClaimError as e:
             raise ConfigError(str(e)) from None
         try:
-            check_out_dir(out, args.overwrite, resuming=bool(args.resume))
+            check_out_dir(out, overwrite, resuming)
         except ConfigError:
             held.release()
-            if not getattr(args, "out_is_fresh", False):
+            if next_name is None:
                 raise
-            args.out = str(fresh_out(Path(args.default_out), args.seed, args.runs))
+            out = next_name()
             continue
-        return held
-    raise ConfigError(f"--out {args.out}: no free folder under {args.default_out}; pass --out")
+        return out, held
+    raise ConfigError(f"--out {out}: no free folder after 100 names; pass --out")
 
 
 def check_save_model(path: Path, runs: int, overwrite: bool) -> None:

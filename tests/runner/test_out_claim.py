@@ -145,6 +145,25 @@ def test_the_default_folder_moves_on_to_the_next_name(tmp_path):
     second.release()
 
 
+def test_a_study_claims_its_out_too(tmp_path, monkeypatch):
+    from dawnbench_fast.analyze import study_cli
+
+    monkeypatch.setattr(study_cli, "DEFAULT_OUT", tmp_path / "analysis")
+    first = argparse.Namespace(out=str(tmp_path / "study"), overwrite=False, resume=None)
+    assert study_cli.resolve_out(first, "stability") == tmp_path / "study"
+    with pytest.raises(ConfigError, match=f"--out {tmp_path / 'study'}: in use by another run"):
+        study_cli.resolve_out(argparse.Namespace(out=str(tmp_path / "study"), overwrite=True, resume=None),
+                              "stability")
+    study_cli.release_out(first)
+    assert not (tmp_path / "study").exists()  # made for the claim, empty: gone with it
+    a, b = (argparse.Namespace(out=None, overwrite=False, resume=None) for _ in range(2))
+    folders = [study_cli.resolve_out(a, "stability"), study_cli.resolve_out(b, "stability")]
+    # the same second gives the second study ...-stability-2; a new second, a new stamp
+    assert folders[0] != folders[1] and folders[0].parent == folders[1].parent == tmp_path / "analysis"
+    for args in (a, b):
+        study_cli.release_out(args)
+
+
 # A trainer process that races: imports once, then for each line on stdin runs the command with
 # that line's flags; the set-up after the claim waits 0.3 s (a real run's data load takes longer),
 # writes a file into --out and stops. It prints each run's status and stderr as one JSON line.
