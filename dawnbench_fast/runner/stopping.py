@@ -171,6 +171,8 @@ def run_main(main: Callable[[], int]) -> int:
     :class:`Terminated`) as its handlers expect; one that escapes them (a stop
     before they were installed) is one line and 130 or 143 here. Once ``main``
     returns, a stop during the interpreter's exit is one line and 130 or 143."""
+    # The handler stays; only the phase it reads changes, in one assignment: putting Python's own
+    # back and ours again after would leave instants between the calls where neither answers.
     _phase["state"] = "command"
     try:
         try:

@@ -64,7 +64,7 @@ def _cifar(tmp: Path) -> list[str]:
 def test_a_stop_while_the_trainer_starts_is_one_line_and_its_status(tmp_path, sig):
     prog = "python -m dawnbench_fast.cifar"
     status = 128 + sig
-    for k, delay in enumerate((0.0, 0.05, 0.3, 0.8)):
+    for k, delay in enumerate((0.0, 0.05, 0.3, 0.8, 2.0)):
         code, lines = _stopped_at(_cifar(tmp_path), sig, delay)
         said = f"at +{delay} s: status {code}, stderr {lines}"
         assert len(lines) == 1 and "Traceback" not in lines[0], said
@@ -103,3 +103,42 @@ def test_the_package_imports_nothing_heavy():
     # the lazy names still resolve
     from dawnbench_fast import cifar, imagenet
     assert cifar.Config is cifar.task.Config and callable(imagenet.main) and cifar.cli.PROG
+
+
+# After the start-up the command's own handlers answer, and after main() the exit is covered too.
+HAND_OVER = """\
+import atexit, os, signal, sys, time
+from dawnbench_fast.runner import stopping
+stopping.catch_stops_from_start_up("prog")
+
+def stop(sig):
+    os.kill(os.getpid(), sig)
+    time.sleep(5)  # the signal is handled here
+
+def escapes():  # a stop no handler of the command catches (as before its handlers exist)
+    stop(signal.SIGTERM)
+
+def handled():  # the command's own handler (as guarded() is): its line and status
+    try:
+        stop(signal.SIGINT)
+    except KeyboardInterrupt:
+        sys.stderr.write("prog: interrupted\\n")
+        return 130
+
+def at_exit():  # main() returned 0; the stop comes while the interpreter exits
+    atexit.register(stop, signal.SIGTERM)
+    return 0
+
+sys.exit(stopping.run_main({"escapes": escapes, "handled": handled, "at_exit": at_exit}[sys.argv[1]]))
+"""
+
+
+@pytest.mark.parametrize(("case", "status", "line"), [
+    ("escapes", 143, "prog: stopped by SIGTERM"),
+    ("handled", 130, "prog: interrupted"),
+    ("at_exit", 143, "prog: stopped by SIGTERM while exiting"),
+])
+def test_the_command_s_handlers_take_over_and_the_exit_is_covered(case, status, line):
+    done = subprocess.run([sys.executable, "-c", HAND_OVER, case], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+    assert (done.returncode, done.stderr.splitlines()) == (status, [line])
