@@ -109,7 +109,7 @@ def claim(folder: Path) -> Claim:
         except OSError as e:
             _remove_empty(created)
             raise ClaimError(f"--out {folder}: cannot hold a claim there ({e.strerror or e}); "
-                              "pass a folder on a writable disk") from None
+                             "pass a folder on a writable disk") from None
         try:
             if not _lock(fd):
                 raise FolderInUse(f"--out {folder}: in use by another run ({holder(folder)}, or a process "
@@ -172,7 +172,7 @@ def _make_folders(folder: Path) -> list[Path]:
         except OSError as e:
             _remove_empty(created[::-1])
             raise ClaimError(f"--out {folder}: cannot create {p} ({e.strerror or e}); "
-                              "pass a folder on a writable disk") from None
+                             "pass a folder on a writable disk") from None
     return created[::-1]
 
 

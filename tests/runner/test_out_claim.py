@@ -13,6 +13,7 @@ as a real run's data load does, then writes into --out and stops.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import signal
@@ -87,6 +88,21 @@ def test_a_stale_claim_is_taken_over(tmp_path):
     held = claim.claim(tmp_path)
     assert (tmp_path / claim.CLAIM_NAME).read_text().split()[0] == str(os.getpid())
     held.release()
+
+
+def test_without_locks_the_pid_decides(tmp_path, monkeypatch):
+    """A file system that keeps no locks: a live process of this host named in the claim keeps
+    it, a dead one's is taken over."""
+    def no_locks(fd: int, op: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(claim.fcntl, "flock", no_locks)
+    host = claim._host()
+    (tmp_path / claim.CLAIM_NAME).write_text(f"{os.getppid()} {host}\n")  # alive: the test's parent
+    with pytest.raises(claim.FolderInUse, match=f"pid {os.getppid()}\\b"):
+        claim.claim(tmp_path)
+    (tmp_path / claim.CLAIM_NAME).write_text(f"{_dead_pid()} {host}\n")
+    claim.claim(tmp_path).release()
 
 
 HOLDER = textwrap.dedent("""\
