@@ -6,9 +6,22 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dawnbench_fast.analyze import batch_size, leaderboard, lesion, results, stability, thresholds
-from dawnbench_fast.analyze.study_cli import PROG, split_trainer_args
-from dawnbench_fast.runner import cli
+from dawnbench_fast.runner import stopping
+
+if __name__ == "__main__":  # first, before torch is imported: a stop then is one line and 130 or 143
+    stopping.catch_stops_from_start_up("python -m dawnbench_fast.analyze")
+
+# after the handlers, on purpose
+from dawnbench_fast.analyze import (  # noqa: E402
+    batch_size,
+    leaderboard,
+    lesion,
+    results,
+    stability,
+    thresholds,
+)
+from dawnbench_fast.analyze.study_cli import PROG, release_out, split_trainer_args  # noqa: E402
+from dawnbench_fast.runner import cli  # noqa: E402
 
 COMMANDS = (stability, thresholds, batch_size, lesion, leaderboard, results)
 
@@ -32,10 +45,13 @@ def main(argv: list[str] | None = None) -> int:
     def command() -> int:
         args = build_parser().parse_args(ours)
         args.trainer_args = trainer_args
-        return args.command_fn(args)
+        try:
+            return args.command_fn(args)
+        finally:  # the --out the command claimed (study_cli.resolve_out), whatever happened
+            release_out(args)
 
     return cli.guarded(PROG, command)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(stopping.run_main(main))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,7 +20,7 @@ from dawnbench_fast.analyze.run_records import RunRecord, read_runs
 from dawnbench_fast.analyze.training_runs import RUNS_FOLDER, Arm, Failure, train_arms
 from dawnbench_fast.cifar.recipe import RECIPES
 from dawnbench_fast.config.overrides import ConfigError, finite_float
-from dawnbench_fast.runner.cli import check_out_dir
+from dawnbench_fast.runner.cli import check_out_dir, claim_out_dir
 
 PROG = "python -m dawnbench_fast.analyze"
 DEFAULT_OUT = Path("runs/analysis")
@@ -92,8 +93,12 @@ def add_study_args(p: argparse.ArgumentParser, runs: int, target: float) -> None
 def resolve_out(args: argparse.Namespace, command: str) -> Path:
     """The analysis's output folder: --resume's, else --out, else a new one;
     refused if it holds files, unless --overwrite or resuming (the rule of
-    the trainer's --out, dawnbench_fast.runner.cli.check_out_dir)."""
+    the trainer's --out, dawnbench_fast.runner.cli.check_out_dir). It is
+    claimed for this study (runner/claim.py; ``args.out_claim``, released by
+    :func:`release_out`): of two studies started together into one --out,
+    one runs; a default folder another study took moves on to ``-2``, ``-3`` ..."""
     resume = getattr(args, "resume", None)
+    fresh = False
     if resume is not None:
         if args.out is not None and Path(args.out).resolve() != Path(resume).resolve():
             raise ConfigError(f"--resume {resume} with --out {args.out}: a resumed study writes into its "
@@ -105,9 +110,20 @@ def resolve_out(args: argparse.Namespace, command: str) -> Path:
         out = Path(args.out)
     else:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        out = DEFAULT_OUT / f"{stamp}-{command}"
-    check_out_dir(out, args.overwrite, resuming=resume is not None)
+        out, fresh = DEFAULT_OUT / f"{stamp}-{command}", True
+    # the file, path and disk checks' own words first; emptiness is settled once claimed
+    check_out_dir(out, args.overwrite or fresh, resuming=resume is not None)
+    names = (DEFAULT_OUT / f"{out.name}-{k}" for k in itertools.count(2))
+    out, args.out_claim = claim_out_dir(out, args.overwrite, resume is not None,
+                                        (lambda: next(names)) if fresh else None)
     return out
+
+
+def release_out(args: argparse.Namespace) -> None:
+    """Give back the folder :func:`resolve_out` claimed, if it did (the end of the command)."""
+    held = getattr(args, "out_claim", None)
+    if held is not None:
+        held.release()
 
 
 def check_study_args(args: argparse.Namespace) -> None:

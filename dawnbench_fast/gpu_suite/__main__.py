@@ -2,6 +2,11 @@
 
 import sys
 
-from dawnbench_fast.gpu_suite.suite import main
+from dawnbench_fast.runner import stopping
 
-sys.exit(main())
+# First, before torch is imported: a stop during the imports is one line and 130 or 143.
+stopping.catch_stops_from_start_up("gpu_suite")
+
+from dawnbench_fast.gpu_suite.suite import main  # noqa: E402 - after the handlers, on purpose
+
+sys.exit(stopping.run_main(main))

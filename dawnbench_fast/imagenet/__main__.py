@@ -2,6 +2,11 @@
 
 import sys
 
-from dawnbench_fast.imagenet.cli import main
+from dawnbench_fast.runner import stopping
 
-sys.exit(main())
+# First, before torch is imported: a stop during the imports is one line and 130 or 143.
+stopping.catch_stops_from_start_up("python -m dawnbench_fast.imagenet")
+
+from dawnbench_fast.imagenet.cli import main  # noqa: E402 - after the handlers, on purpose
+
+sys.exit(stopping.run_main(main))

@@ -27,7 +27,7 @@ from dawnbench_fast.config.precision import PRECISIONS, with_resolved_precision
 from dawnbench_fast.execution import distributed, gpu_defaults
 from dawnbench_fast.execution.runtime import configure_process, resolve_device, set_deterministic
 from dawnbench_fast.reporting import tensorboard_log
-from dawnbench_fast.runner import stopping
+from dawnbench_fast.runner import claim, stopping
 from dawnbench_fast.runner.outcome import MISSED_TARGET_STATUS
 from dawnbench_fast.training.train import NonFiniteLoss
 
@@ -179,7 +179,9 @@ def check_run_args(args: argparse.Namespace) -> None:
     resolve_out(args)
     # --show-config writes nothing, so it may name any --out.
     if not getattr(args, "show_config", False):
-        check_out_dir(Path(args.out), args.overwrite, resuming=bool(args.resume))
+        # a new default folder another run fills meanwhile is not refused: claim_out() moves on
+        fresh = getattr(args, "out_is_fresh", False)
+        check_out_dir(Path(args.out), args.overwrite or fresh, resuming=bool(args.resume))
         if args.save_model:
             check_save_model(Path(args.save_model), args.runs, args.overwrite)
         if args.tensorboard:
@@ -193,6 +195,7 @@ def resolve_out(args: argparse.Namespace) -> None:
     if args.resume is None:
         if args.out is None:
             args.out = str(fresh_out(Path(args.default_out), args.seed, args.runs))
+            args.out_is_fresh = True  # another run may take it first: claim_out() picks the next
         return
     if args.out is not None and Path(args.out).resolve() != Path(args.resume).resolve():
         raise ConfigError(f"--resume {args.resume} with --out {args.out}: a resumed run writes into its own "
@@ -211,7 +214,8 @@ def fresh_out(parent: Path, seed: int, runs: int = 1, now: datetime | None = Non
     (``-seeds<first>-<last>`` with --runs N). A fixed default folder would be
     refused by the second run of the same command (results are never replaced
     by accident), so the default is new each time; a name already taken (two
-    runs in the same second) gets ``-2``, ``-3`` ..."""
+    runs in the same second) gets ``-2``, ``-3`` ... Two runs that look at
+    once both see the same name free: :func:`claim_out` settles it."""
     stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
     seeds = f"seed{seed}" if runs == 1 else f"seeds{seed}-{seed + runs - 1}"
     path, k = parent / f"{stamp}-{seeds}", 1
@@ -233,9 +237,54 @@ def check_out_dir(path: Path, overwrite: bool, resuming: bool = False) -> None:
         raise ConfigError(f"--out {path}: is a file, not a folder; pass a folder path")
     _check_parents("--out", path, "folder")
     _check_writable("--out", path)
-    if path.is_dir() and not (overwrite or resuming) and any(path.iterdir()):
+    if not (overwrite or resuming) and claim.holds_files(path):
         raise ConfigError(f"--out {path}: folder is not empty (results of an earlier run?); "
                           "pass a new --out folder, or --overwrite to replace its files")
+
+
+def claim_out(args: argparse.Namespace) -> claim.Claim | None:
+    """Take ``--out`` for this run before anything is written into it
+    (:func:`claim_out_dir`); a default folder (``--out`` not given) that
+    another run took moves on to the next free name. Under torchrun only
+    rank 0, the one that writes, claims (None elsewhere)."""
+    if int(os.environ.get("RANK", "0")) != 0:
+        return None
+    def next_name() -> Path:
+        return fresh_out(Path(args.default_out), args.seed, args.runs)
+
+    fresh = getattr(args, "out_is_fresh", False)
+    out, held = claim_out_dir(Path(args.out), args.overwrite, bool(args.resume), next_name if fresh else None)
+    args.out = str(out)
+    return held
+
+
+def claim_out_dir(out: Path, overwrite: bool, resuming: bool,
+                  next_name: Callable[[], Path] | None = None) -> tuple[Path, claim.Claim]:
+    """Claim ``out`` (runner/claim.py), then check it (:func:`check_out_dir`):
+    checked before the claim, two commands started together would both find
+    it empty. A folder another run holds, or one that holds files, is refused
+    in one line, unless ``next_name`` gives a folder to try instead (a default
+    folder, whose name the user never chose); the folder taken and its claim."""
+    for _ in range(100):
+        try:
+            held = claim.claim(out)
+        except claim.FolderInUse as e:
+            if next_name is None:
+                raise ConfigError(str(e)) from None
+            out = next_name()
+            continue
+        except claim.ClaimError as e:
+            raise ConfigError(str(e)) from None
+        try:
+            check_out_dir(out, overwrite, resuming)
+        except ConfigError:
+            held.release()
+            if next_name is None:
+                raise
+            out = next_name()
+            continue
+        return out, held
+    raise ConfigError(f"--out {out}: no free folder after 100 names; pass --out")
 
 
 def check_save_model(path: Path, runs: int, overwrite: bool) -> None:
@@ -270,7 +319,7 @@ def _check_writable(flag: str, path: Path) -> None:
     # at once in the deepest part of the path that exists (nothing is left).
     base = next((p for p in (path, *path.parents) if p.exists()), Path("."))
     try:
-        os.rmdir(tempfile.mkdtemp(prefix=".dawnbench-probe-", dir=base))
+        os.rmdir(tempfile.mkdtemp(prefix=claim.PROBE_PREFIX, dir=base))
     except OSError as e:
         raise ConfigError(f"{flag} {path}: {base} refuses new files ({e.strerror or e}); "
                           "pass a folder on a writable disk") from None

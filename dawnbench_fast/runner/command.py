@@ -51,6 +51,15 @@ def run(command: TaskCommand, args: argparse.Namespace) -> int:
     if args.show_config:
         print(cli.json_dumps(dataclasses.asdict(cfg)))
         return 0
+    held = cli.claim_out(args)  # --out is this run's from here, before anything is written
+    try:
+        return _run_claimed(command, args, cfg)
+    finally:
+        if held is not None:
+            held.release()
+
+
+def _run_claimed(command: TaskCommand, args: argparse.Namespace, cfg: Any) -> int:
     cfg, device, w = cli.start_run(cfg)  # under torchrun: this rank's device, the group joined
     cli.check_single_process(args, w)
     if args.resume:  # what it reads back, before the data is read or anything is trained or written

@@ -17,6 +17,15 @@ work and the command that goes on from it.
 training runs, the GPU suite's runs): no signal sent to this process reaches
 such a child, so a command stopped early must end it itself, or it trains on
 for hours after the command has gone.
+
+:func:`catch_stops_from_start_up` and :func:`run_main` cover the moments no
+command's handler does: the second or two in which torch and the package are
+imported, and the interpreter's exit after the command returned. Each
+``__main__.py`` calls the first before its heavy imports (this module
+imports only the standard library, so it is cheap to import first); a stop
+signal then is one line and the exit status, never a traceback (INT) or a
+silent death (TERM). No child has been started then: those a command starts
+are ended by the command's own handlers.
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
@@ -85,7 +94,9 @@ def resume_command(entry: str, out: Path, argv: list[str] | None = None) -> str:
 def resume_hint(checkpoint: Path, out: Path, entry: str) -> str:
     """Where the run's work is kept and how to go on with it."""
     if not checkpoint.exists():
-        again = " with --overwrite" if out.is_dir() and any(out.iterdir()) else ""
+        from dawnbench_fast.runner import claim  # not at the top: this module imports only the stdlib
+
+        again = " with --overwrite" if claim.holds_files(out) else ""
         return f"no epoch had finished (no checkpoint to go on from): start the command again{again}"
     return f"{checkpoint} holds the last finished epoch; go on with: {resume_command(entry, out)}"
 
@@ -111,3 +122,64 @@ def end_group(proc: subprocess.Popen, grace: float) -> None:
     finally:  # the KILL whatever happened during the grace, so that nothing outlives the caller
         signal_group(signal.SIGKILL)
         proc.wait()
+
+
+# Where the process is, for a stop signal outside the command's own handlers: "start-up" (importing),
+# "command" (main() runs: signals raise, the command's handlers decide), "exit" (main() returned).
+_phase = {"prog": "", "state": "command"}
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _on_stop(signum: int, frame: FrameType | None) -> None:
+    if _phase["state"] == "command":  # what Python does for INT, and guarded() for TERM
+        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+    _exit_now(signum, f"during {_phase['state']}" if _phase["state"] == "start-up" else "while exiting")
+
+
+def _exit_now(signum: int, when: str) -> None:
+    # os._exit: a half-done import has nothing worth unwinding, and raising would print its
+    # traceback. What the streams hold is flushed first where they allow it (a signal that lands
+    # inside a write finds the buffer locked); the line goes straight to fd 2 for the same reason.
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, RuntimeError, ValueError, AttributeError):
+            pass
+    line = f"{_phase['prog']}: stopped by {signal.Signals(signum).name} {when}\n"
+    try:
+        os.write(2, line.encode(errors="replace"))
+    finally:
+        os._exit(128 + signum)
+
+
+def catch_stops_from_start_up(prog: str) -> None:
+    """The first call of a command's ``__main__.py``, before torch is imported:
+    from here on INT and TERM end the process with ``prog: stopped by SIGINT
+    during start-up`` and status 130 (143 for TERM) until :func:`run_main`
+    hands them to the command. A signal the process was started with ignored
+    (``nohup``, a shell's background job) stays ignored, as Python leaves it."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    _phase.update(prog=prog, state="start-up")
+    for s in STOP_SIGNALS:
+        if signal.getsignal(s) is not signal.SIG_IGN:
+            signal.signal(s, _on_stop)
+
+
+def run_main(main: Callable[[], int]) -> int:
+    """Run the command's ``main`` with INT and TERM raising (KeyboardInterrupt,
+    :class:`Terminated`) as its handlers expect; one that escapes them (a stop
+    before they were installed) is one line and 130 or 143 here. Once ``main``
+    returns, a stop during the interpreter's exit is one line and 130 or 143."""
+    # The handler stays; only the phase it reads changes, in one assignment: putting Python's own
+    # back and ours again after would leave instants between the calls where neither answers.
+    _phase["state"] = "command"
+    try:
+        try:
+            return main()
+        finally:  # a signal from here on exits at once: nothing raises past this function
+            _phase["state"] = "exit"
+    except KeyboardInterrupt as e:
+        name = "SIGTERM" if isinstance(e, Terminated) else "SIGINT"
+        sys.stderr.write(f"{_phase['prog']}: stopped by {name}\n")
+        return TERMINATED_STATUS if isinstance(e, Terminated) else INTERRUPTED_STATUS

@@ -25,6 +25,7 @@ import pytest
 import torch
 from support.cifar_data import cifar_dir
 
+from dawnbench_fast.runner import claim
 from dawnbench_fast.training.checkpoint import RUN_CHECKPOINT
 
 pytestmark = pytest.mark.slow
@@ -87,10 +88,13 @@ def test_sigkill_mid_epoch_then_resume_gives_the_same_weights(tmp_path, referenc
     assert not (out / "run.json").exists(), "the run finished before the kill: make it longer"
     saved = torch.load(ckpt, map_location="cpu", weights_only=True)
     assert 1 <= saved["loop"]["epochs_done"] < EPOCHS
-    assert not [p.name for p in out.iterdir() if p.name.startswith(".")], "a temporary file was left"
+    # no temporary file; the killed run's claim on the folder stays, for the next run to take over
+    left = [p.name for p in out.iterdir() if p.name.startswith(".")]
+    assert left == [claim.CLAIM_NAME], "a temporary file was left"
 
     res = _run("--seed", "0", "--resume", str(out), "--save-model", str(tmp_path / "model.pt"))
     assert f"resumed from {ckpt} after epoch" in res.stdout
+    assert not (out / claim.CLAIM_NAME).exists()  # taken over, and released at the end
     model_path, ref_run = reference
     assert _same(_weights(tmp_path / "model.pt"), _weights(model_path))
     run = json.loads((out / "run.json").read_text())
