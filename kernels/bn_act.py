@@ -13,7 +13,7 @@ Faces of the op:
   / ``_bwd``; csrc/bn_act.cu on CUDA tensors, the OpenMP build of the same
   math, csrc/bn_act_cpu.cpp, on CPU tensors), registered for ``--kernels
   cuda`` and ``--kernels cpu``; fused with the 2x2 max-pool before it on the
-  CPU: csrc/bn_act_pool.py.
+  CPU: csrc/bn_act.py's ``pool_bn_act``.
 Tests: tests/ops/test_bn_act.py. Costs: kernels/bn_act_costs.py.
 
 The kernels are custom ops (``dawnbench::<name>``) so that profiler traces
