@@ -1,5 +1,5 @@
 """The fused memory-bound passes of the ``cpu`` backend's conv group, old vs
-new (csrc/bn_act_pool_cpu.cpp, bn_act_pool.py), under pytest-benchmark:
+new (csrc/bn_act_pool_cpu.cpp, bn_act.py's pool_bn_act), under pytest-benchmark:
 
 - ops (``test_ops``): at the CIFAR net's six BN layers (batch
   ``BENCH_BATCH``, bf16 channels_last): after conv1, ATen's max-pool + csrc
@@ -94,8 +94,7 @@ LAYER_IDS = [f"{'pool+' if p else ''}bn+gelu-{c}x{s if p else s // 2}" for c, s,
 @pytest.mark.parametrize("direction", ["fwd", "fwd+bwd"])
 @pytest.mark.parametrize("c,side,pool", LAYERS, ids=LAYER_IDS)
 def test_ops(benchmark, native_build, variant, copy_gbs, which, direction, c, side, pool):
-    from dawnbench_fast.csrc.bn_act import bn_act
-    from dawnbench_fast.csrc.bn_act_pool import pool_bn_act
+    from dawnbench_fast.csrc.bn_act import bn_act, pool_bn_act
 
     hw = side if pool else side // 2
     gen = torch.Generator().manual_seed(0)

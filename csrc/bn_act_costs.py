@@ -1,11 +1,11 @@
 """FLOP and minimal-byte formulas of the ``bn_act`` op's C++ custom ops
-(csrc/bn_act.py, csrc/bn_act_pool.py) for the roofline tool: FLOP = 2 x MAC;
-bytes = every tensor input read once + every output written once; arguments
-as the profiler records them, ``[]`` for non-tensors; activation FLOPs as the
-vocabulary counts them.
+(csrc/bn_act.py, with and without the fused pool) for the roofline tool:
+FLOP = 2 x MAC; bytes = every tensor input read once + every output written
+once; arguments as the profiler records them, ``[]`` for non-tensors;
+activation FLOPs as the vocabulary counts them.
 
 Data only (no extension, no CuPy): the roofline finds ``COSTS`` through its
-``dawnbench_fast.costs`` entry point (pyproject.toml); both op modules hand
+``dawnbench_fast.costs`` entry point (pyproject.toml); csrc/bn_act.py hands
 it to ``roofline.registry.register_flop_formulas`` for FlopCounterMode.
 """
 

@@ -1,8 +1,8 @@
 """The ``conv_group`` op's CPU face, registered for ``--kernels cpu``: oneDNN
 3x3 convolutions whose weight-gradient method is chosen per layer shape,
 and, after the first conv, the fused max-pool + BN + activation of
-csrc/bn_act_pool.py where the group's ``bn_act`` is this backend's
-(csrc/bn_act.py). Other faces: the reference
+csrc/bn_act.py (``pool_bn_act``) where the group's ``bn_act`` is this
+backend's. Other faces: the reference
 :func:`dawnbench_fast.layer_ops.conv_group` (backend ``torch``), Triton
 kernels/conv_group.py; no CUDA C++ one (dispatch.CATALOGUE says why). Tests:
 tests/ops/test_conv_group.py, tests/ops/test_conv_group_wgrad*.py. Costs:
@@ -80,8 +80,15 @@ import torch.nn.functional as F
 
 from dawnbench_fast.csrc import conv_group_dgrad as dgrad
 from dawnbench_fast.csrc import conv_group_wgrad as wgrad
-from dawnbench_fast.csrc.bn_act import bn_act, bn_module_args, update_running_stats
-from dawnbench_fast.csrc.bn_act_pool import FUSED_DTYPES, pool_bn_act, pool_bn_act_bwd, pool_bn_act_fwd
+from dawnbench_fast.csrc.bn_act import (
+    FUSED_DTYPES,
+    bn_act,
+    bn_module_args,
+    pool_bn_act,
+    pool_bn_act_bwd,
+    pool_bn_act_fwd,
+    update_running_stats,
+)
 from dawnbench_fast.dispatch import register
 from dawnbench_fast.hardware.machine import cpu_model, user_cache_dir
 from dawnbench_fast.layer_ops import bn_act as reference_bn_act

@@ -4,8 +4,7 @@ ops, autograd, dispatch registration, and where its CUDA and CPU faces live):
 
 - :mod:`.augment`: the training-batch augmentation;
 - :mod:`.bn_act`: batch norm + activation (statistics, finalize, affine+act,
-  backward; kernels in bn_act_stats, bn_act_finalize, bn_act_affine,
-  bn_act_backward);
+  backward: kernels and launchers in the one module);
 - :mod:`.conv_group`: conv3x3 + pool + BN statistics, weight gradient, the
   fused group's autograd (kernels in conv_group_conv3x3, conv_group_wgrad);
 - :mod:`.gemm`: GEMM, alpha*A@B + beta*D, linear, matmul, Newton-Schulz

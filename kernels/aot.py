@@ -26,15 +26,17 @@ from triton.compiler import ASTSource
 
 from dawnbench_fast.kernels.augment import augment_kernel
 from dawnbench_fast.kernels.bias_act import bias_act_bwd_kernel, bias_act_fwd_kernel
-from dawnbench_fast.kernels.bn_act import FINALIZE_WARPS, finalize_tile
-from dawnbench_fast.kernels.bn_act import WARPS as BN_ACT_WARPS  # beside launches.EW_WARPS
-from dawnbench_fast.kernels.bn_act_affine import affine_act_kernel
-from dawnbench_fast.kernels.bn_act_backward import (
+from dawnbench_fast.kernels.bn_act import (
+    FINALIZE_WARPS,
+    affine_act_kernel,
     bn_act_bwd_apply_kernel,
     bn_act_bwd_reduce_kernel,
+    bn_bwd_coef_kernel,
+    bn_finalize_kernel,
+    channel_stats_kernel,
+    finalize_tile,
 )
-from dawnbench_fast.kernels.bn_act_finalize import bn_bwd_coef_kernel, bn_finalize_kernel
-from dawnbench_fast.kernels.bn_act_stats import channel_stats_kernel
+from dawnbench_fast.kernels.bn_act import WARPS as BN_ACT_WARPS  # beside launches.EW_WARPS
 from dawnbench_fast.kernels.conv_group import FUSED_PROLOGUE, conv_blocks, wgrad_blocks
 from dawnbench_fast.kernels.conv_group_conv3x3 import conv3x3_fwd_kernel
 from dawnbench_fast.kernels.conv_group_wgrad import conv3x3_wgrad_kernel

@@ -88,8 +88,8 @@ def test_the_forward_and_loss_trace_as_one_graph():
 
 
 # CPU outputs allocated through NumPy (huge pages; no host values): csrc/engine.py's new_output
-# (on CUDA torch.empty) and the CPU-only fused pool's codes (csrc/bn_act_pool.py)
-CPU_ALLOCATION = ("dawnbench_fast.csrc.engine", "dawnbench_fast.csrc.bn_act_pool")
+# (on CUDA torch.empty) and the CPU-only fused pool's codes (csrc/bn_act.py's _codes)
+CPU_ALLOCATION = ("dawnbench_fast.csrc.engine", "dawnbench_fast.csrc.bn_act")
 
 
 @pytest.fixture

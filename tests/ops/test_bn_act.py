@@ -83,6 +83,47 @@ def test_bn_act_forward_backward(implementation, backend, device, shape, act, tr
 TOL = {torch.float32: 2e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
 
 
+# The kernels' references: the statistics and finalize steps in torch.
+def channel_stats_reference(x2d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Reference: fp32 column sums and sums of squares of an R x C matrix."""
+    x = x2d.float()
+    return x.sum(0), (x * x).sum(0)
+
+
+def bn_finalize_reference(
+    s: torch.Tensor, q: torch.Tensor, count: int, weight: torch.Tensor, bias: torch.Tensor,
+    running_mean: torch.Tensor, running_var: torch.Tensor, momentum: float, eps: float,
+    training: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Reference of bn_finalize_kernel on summed statistics; updates running stats in place."""
+    if training:
+        mean = s / count
+        var = (q / count - mean * mean).clamp_min(0)
+        running_mean.mul_(1 - momentum).add_(momentum * mean)
+        running_var.mul_(1 - momentum).add_(momentum * var * count / max(count - 1, 1))
+    else:
+        mean, var = running_mean.clone(), running_var.clone()
+    invstd = torch.rsqrt(var + eps)
+    scale = weight * invstd
+    return mean, invstd, scale, bias - mean * scale
+
+
+def bn_bwd_coef_reference(
+    g_sum: torch.Tensor, gx_sum: torch.Tensor, mean: torch.Tensor, invstd: torch.Tensor,
+    scale: torch.Tensor, count: float, training: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Reference of bn_bwd_coef_kernel on summed partials: (d weight, d bias,
+    A, B) with dx = g*scale + A + B*x. In training the batch mean and variance
+    depend on x, which A and B carry."""
+    g_xhat = invstd * (gx_sum - mean * g_sum)
+    if not training:
+        z = torch.zeros_like(g_sum)
+        return g_xhat, g_sum, z, z
+    b = -scale * invstd * g_xhat / count
+    a = -scale * g_sum / count - b * mean
+    return g_xhat, g_sum, a, b
+
+
 @pytest.mark.parametrize("rows,chans", [(1, 3), (37, 20), (130, 70)])
 @pytest.mark.parametrize("deterministic", [False, True])
 def test_triton_channel_stats(tk, rows, chans, deterministic):
@@ -91,7 +132,7 @@ def test_triton_channel_stats(tk, rows, chans, deterministic):
         s, q = tk.channel_stats(x, deterministic)
     if not deterministic:
         assert s.shape[0] == 1  # atomics: one row
-    want_s, want_q = tk.channel_stats_reference(x)
+    want_s, want_q = channel_stats_reference(x)
     torch.testing.assert_close(s.sum(0), want_s, rtol=1e-5, atol=1e-4)
     torch.testing.assert_close(q.sum(0), want_q, rtol=1e-5, atol=1e-4)
 
@@ -106,7 +147,7 @@ def test_triton_bn_finalize_matches_reference(tk, training):
     rm2, rv2 = rm.clone(), rv.clone()
     with poisoned_outputs():
         got = tk.bn_finalize(s, q, float(n), w, b, rm, rv, 0.4, 1e-5, training, True)
-    want = tk.bn_finalize_reference(s[0], q[0], n, w, b, rm2, rv2, 0.4, 1e-5, training)
+    want = bn_finalize_reference(s[0], q[0], n, w, b, rm2, rv2, 0.4, 1e-5, training)
     for g, r in zip(got, want, strict=True):
         torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(rm, rm2)
@@ -123,7 +164,7 @@ def test_triton_bn_finalize_sums_many_partial_rows(tk, parts, chans):
     n = 40 * parts
     with poisoned_outputs():
         got = tk.bn_finalize(s, q, float(n), w, b, rm, rv, 0.1, 1e-5, True, True)
-    want = tk.bn_finalize_reference(s.double().sum(0).float(), q.double().sum(0).float(), n, w, b,
+    want = bn_finalize_reference(s.double().sum(0).float(), q.double().sum(0).float(), n, w, b,
                                     rm2, rv2, 0.1, 1e-5, True)
     for g, r in zip(got, want, strict=True):
         torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-5)
@@ -137,7 +178,7 @@ def test_triton_bn_bwd_coefficients_match_reference(tk, training, parts, chans):
     mean, invstd, scale = torch.randn(chans), torch.rand(chans) + 0.2, torch.randn(chans)
     with poisoned_outputs():
         got = tk.bn_bwd_coefficients(pg, pgx, mean, invstd, scale, 777.0, training)
-    want = tk.bn_bwd_coef_reference(pg.double().sum(0), pgx.double().sum(0), mean.double(),
+    want = bn_bwd_coef_reference(pg.double().sum(0), pgx.double().sum(0), mean.double(),
                                     invstd.double(), scale.double(), 777.0, training)
     tol = 2e-5 * max(1.0, (parts / 130) ** 0.5)  # fp32 sums: rounding grows with the rows summed
     for g, r in zip(got, want, strict=True):

@@ -1,5 +1,5 @@
 """The cpu backend's fused memory-bound passes (csrc/bn_act_pool_cpu.cpp):
-``pool_bn_act`` (2x2 max-pool + BN + act, csrc/bn_act_pool.py) and the
+``pool_bn_act`` (2x2 max-pool + BN + act, csrc/bn_act.py) and the
 vectorised NHWC loops behind ``bn_act`` on channels_last fp32/bf16.
 
 Two kinds of check, fresh random inputs, outputs poisoned with NaN (codes
@@ -26,7 +26,6 @@ import torch.nn.functional as F
 
 from dawnbench_fast import dispatch
 from dawnbench_fast.csrc import bn_act as csrc_bn_act
-from dawnbench_fast.csrc import bn_act_pool as pba
 from dawnbench_fast.csrc import build, conv_group, native
 from dawnbench_fast.models.layers import BatchNorm, ConvGroup
 
@@ -37,7 +36,7 @@ pytestmark = [pytest.mark.skipif(native.unavailable_reason() is not None,
 SHAPES = [(3, 13, 7, 9), (2, 70, 6, 5), (4, 24, 31, 31)]  # the last one runs the OpenMP path
 
 
-_NEW_OUTPUT, _CODES = csrc_bn_act.new_output, pba._codes
+_NEW_OUTPUT, _CODES = csrc_bn_act.new_output, csrc_bn_act._codes
 
 
 @pytest.fixture(autouse=True)
@@ -46,9 +45,8 @@ def _poison(monkeypatch):
     def nan_output(*a, **k):
         return _NEW_OUTPUT(*a, **k).fill_(float("nan"))
 
-    monkeypatch.setattr(pba, "new_output", nan_output)
     monkeypatch.setattr(csrc_bn_act, "new_output", nan_output)
-    monkeypatch.setattr(pba, "_codes", lambda *a: _CODES(*a).fill_(255))
+    monkeypatch.setattr(csrc_bn_act, "_codes", lambda *a: _CODES(*a).fill_(255))
 
 
 class _Loops:
@@ -103,7 +101,7 @@ def _run(fn, x, bn, act, dy=None):
 
 
 def _fused(x, bn, act):
-    return pba.pool_bn_act(x, bn, act)
+    return csrc_bn_act.pool_bn_act(x, bn, act)
 
 
 def _unfused(x, bn, act):
@@ -209,13 +207,13 @@ def test_cpu_conv_group_uses_the_fused_op_and_matches_the_unfused_group(monkeypa
 def test_pool_bn_act_rejects_bad_inputs():
     bn = _bn(4, True)
     with pytest.raises(TypeError, match="fp32/bf16"):
-        pba.pool_bn_act_fwd(torch.randn(2, 4, 4, 4).half(), bn.weight, bn.bias, None, None, True,
+        csrc_bn_act.pool_bn_act_fwd(torch.randn(2, 4, 4, 4).half(), bn.weight, bn.bias, None, None, True,
                             1e-5, 0.1, "gelu")
     with pytest.raises(ValueError, match="channels"):
-        pba.pool_bn_act_fwd(torch.randn(2, 5, 4, 4), bn.weight, bn.bias, None, None, True, 1e-5,
+        csrc_bn_act.pool_bn_act_fwd(torch.randn(2, 5, 4, 4), bn.weight, bn.bias, None, None, True, 1e-5,
                             0.1, "gelu")
     # fp16 takes the unfused path instead of failing
-    y = pba.pool_bn_act(torch.randn(2, 4, 4, 4).half(), bn, "gelu")
+    y = csrc_bn_act.pool_bn_act(torch.randn(2, 4, 4, 4).half(), bn, "gelu")
     assert y.dtype == torch.float16 and y.shape == (2, 4, 2, 2)
 
 

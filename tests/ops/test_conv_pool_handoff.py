@@ -20,8 +20,8 @@ import torch
 from support.poison import poison_new_output
 from support.pool_grads import channels_last, pool_grad_parts
 
-from dawnbench_fast.csrc import bn_act_pool, conv_group, conv_group_dgrad, conv_group_wgrad, native
-from dawnbench_fast.csrc.bn_act_pool import pool_bn_act_bwd, pool_bn_act_fwd
+from dawnbench_fast.csrc import bn_act, conv_group, conv_group_dgrad, conv_group_wgrad, native
+from dawnbench_fast.csrc.bn_act import pool_bn_act_bwd, pool_bn_act_fwd
 from dawnbench_fast.models.layers import ConvGroup
 
 pytestmark = pytest.mark.skipif(not conv_group_dgrad.supported(), reason="needs the C++ build")
@@ -78,7 +78,7 @@ def test_the_pool_backward_hands_over_what_it_would_scatter(monkeypatch):
     weight, bias = torch.rand(24, generator=gen) + 0.5, torch.randn(24, generator=gen)
     _, pooled, codes, stats, _, _ = pool_bn_act_fwd(y, weight, bias, None, None, True, 1e-5, 0.1, "silu")
     dy = channels_last(torch.randn(pooled.shape, generator=gen).bfloat16())
-    poison_new_output(monkeypatch, bn_act_pool)
+    poison_new_output(monkeypatch, bn_act)
     full, dw_full, db_full = pool_bn_act_bwd(pooled, codes, dy, stats, 9, 7, True, "silu")
     dp, dw, db = pool_bn_act_bwd(pooled, codes, dy, stats, 9, 7, True, "silu", pooled_dx=True)
     assert dp.shape == pooled.shape
