@@ -119,9 +119,9 @@ def test_the_gpu_formulation_stays_within_rounding_and_compiles_whole():
 @pytest.mark.parametrize("shape", [(3, 24, 216), (2, 37, 11), (4, 64, 576)])
 def test_batched_newton_schulz_is_each_matrix_s(shape):
     g = torch.randn(shape, generator=torch.Generator().manual_seed(3))
-    poison = torch.full((shape[0], *shape[1:]), float("nan"), dtype=torch.bfloat16)
     out = newton_schulz_batched(g)
-    assert out.dtype == torch.bfloat16 and out.shape == shape and not torch.equal(out, poison)
+    # every element computed (no NaN: the true result has none), then each within a bf16 bit of the 2-D op's
+    assert out.dtype == torch.bfloat16 and out.shape == shape and not out.isnan().any()
     want = torch.stack([newton_schulz(m) for m in g])
     torch.testing.assert_close(out.float(), want.float(), rtol=0, atol=2 ** -7)
 
