@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -229,12 +230,29 @@ def _committed_run(folder: Path, recorded: str | None, records: list[RunRecord])
     return None
 
 
+def not_a_measurement(data: dict) -> str | None:
+    """Why a suite.json's peer part is no comparison, or None: a dry run
+    (the suite's or the part's ``dry_run``: the CPU at tiny sizes, no
+    timing) or the published script's stand-in (the part's ``standin``)."""
+    peer = (data.get("parts") or {}).get("peer") or {}
+    if data.get("dry_run") or peer.get("dry_run"):
+        return "a dry run (dry_run true)"
+    if peer.get("standin"):
+        return "its peer is the published script's stand-in (parts.peer.standin true)"
+    return None
+
+
 def suite_pairs(path: Path, notes: Notes) -> list[Pair]:
     """The pairs of a GPU suite's peer part: within each block, ours' k-th
-    run (by seed) beside the published recipe's k-th run."""
+    run (by seed) beside the published recipe's k-th run. A dry run or a
+    stand-in peer gives none, said in one line on stderr."""
     data = _load(path)
     peer = (data.get("parts") or {}).get("peer") or {}
     if not peer.get("blocks"):
+        return []
+    why = not_a_measurement(data)
+    if why:
+        print(f"note: {path}: left out of the results: {why}", file=sys.stderr)
         return []
     env = data.get("environment") or {}
     gpu = ((env.get("gpu") or {}).get("name")) or "a GPU (name not recorded)"

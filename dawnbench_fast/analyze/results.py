@@ -23,7 +23,9 @@ What it reads (dawnbench_fast/analyze/result_files.py):
 - every ``suite.json`` of the GPU suite (dawnbench_fast/gpu_suite/) with a
   ``peer`` part: ours and the published recipe on the same GPU in blocks;
   ours' run.json files committed beside it give the commit, else the suite's
-  ``environment.git``;
+  ``environment.git``; a dry run (``dry_run``) or one whose peer is the
+  published script's stand-in (``parts.peer.standin``) is no comparison:
+  left out, with a one-line note on stderr;
 - ``provenance.json`` in FOLDER: what the files do not record, written down
   by whoever ran them from the folders' README.md: commits whose trainer
   code is the same (so that their pairs pool), and the start time of

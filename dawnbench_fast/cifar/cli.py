@@ -20,7 +20,7 @@ import torch
 
 from dawnbench_fast import atomic, dispatch
 from dawnbench_fast.cifar.evaluation import evaluate
-from dawnbench_fast.cifar.recipe import RECIPES, apply_overrides, validate
+from dawnbench_fast.cifar.recipe import RECIPES, apply_overrides, fit_subset, validate
 from dawnbench_fast.cifar.task import CifarTask, Config, kernel_choices, load_model, save_model
 from dawnbench_fast.cifar.train_state import TrainState
 from dawnbench_fast.config import config_file
@@ -57,7 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "default: $DAWNBENCH_DATA, then the per-user cache, then download")
     g.add_argument("--no-download", action="store_true", help="never download the dataset")
     g.add_argument("--subset", type=int, default=d.subset, metavar="N",
-                   help="train on the first N training images (0 = all)")
+                   help="train on the first N training images (0 = all); a recipe batch size or "
+                   "whitening sample larger than N is taken down to N, and said")
     g.add_argument("--eval-subset", type=int, default=d.eval_subset, metavar="N",
                    help="evaluate on the first N test images (0 = all)")
     g.add_argument("--synthetic-data", action="store_true",
@@ -100,7 +101,14 @@ def config_from_args(args: argparse.Namespace) -> Config:
         return apply_overrides(config_from_file(args), args.set)
     cfg = Config(**config_file.recipe_fields(args, RECIPES), subset=args.subset, eval_subset=args.eval_subset,
                  download=not args.no_download)
-    return apply_overrides(cfg, args.set)
+    # the recipe's batch and whitening sample taken down to a smaller --subset (said on stderr);
+    # a --batch-size or --set of them stays as given, for the data check to refuse
+    explicit = {pair.split("=", 1)[0] for pair in args.set}
+    explicit |= {"batch_size"} if args.batch_size is not None else set()
+    cfg, note = fit_subset(apply_overrides(cfg, args.set), explicit)
+    if note:
+        print(f"note: {note}", file=sys.stderr)
+    return cfg
 
 
 def config_from_file(args: argparse.Namespace) -> Config:

@@ -6,7 +6,8 @@ recipe plus how to build its training task.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 
 from dawnbench_fast.config.overrides import ConfigError, check, common_checks
 from dawnbench_fast.config.overrides import apply_overrides as _apply_overrides
@@ -158,6 +159,33 @@ class CifarRecipe:
             raise ConfigError(f"--batch-size {self.batch_size}: larger than the {n_train} training images; "
                               f"pass at most {n_train}")
         return self.batch_size
+
+
+SUBSET_FITTED = ("batch_size", "whiten_images")  # recipe values a --subset may take down to its size
+
+
+def fit_subset(cfg: CifarRecipe, explicit: Iterable[str] = ()) -> tuple[CifarRecipe, str | None]:
+    """``cfg`` with the recipe's batch size and whitening sample, where larger
+    than ``cfg.subset``, taken down to it (the largest values the subset can
+    honour), and a line saying so (None: nothing changed), so that
+    ``--subset N`` works as a smoke flag on any recipe. A field in
+    ``explicit`` (a --batch-size or --set the user gave) is left as it is;
+    where one is larger than the subset the data check refuses it in one
+    line (dawnbench_fast.data.cifar10.fit_problem), and no note is given
+    (nothing runs)."""
+    if not cfg.subset:
+        return cfg, None
+    cut = {name: getattr(cfg, name) for name in SUBSET_FITTED
+           if name not in explicit and getattr(cfg, name) > cfg.subset}
+    if not cut:
+        return cfg, None
+    fitted = replace(cfg, **dict.fromkeys(cut, cfg.subset))
+    if any(getattr(cfg, name) > cfg.subset for name in SUBSET_FITTED if name in explicit):
+        return fitted, None  # refused: the error is the only line
+    now = " and ".join(f"{name} {cfg.subset}" for name in cut)
+    was = " and ".join(str(v) for v in cut.values())
+    fit = "do not fit" if len(cut) > 1 else "does not fit"
+    return fitted, f"--subset {cfg.subset}: {now} (the recipe's {was} {fit})"
 
 
 def apply_overrides(cfg: CifarRecipe, pairs: list[str]) -> CifarRecipe:

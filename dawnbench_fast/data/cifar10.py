@@ -290,7 +290,10 @@ def fit_problem(ds: Cifar10, cfg: Any) -> str | None:
     to their number), a whitening sample larger than them (it would take what
     there is), a progressive crop larger than an image (it would train on the
     whole image). Refused rather than changed, so that a run is what its
-    config says it is; the subsets themselves are :func:`subset_problem`'s."""
+    config says it is (the CLI takes a recipe's own batch and whitening
+    sample down to a smaller --subset beforehand, and says so:
+    dawnbench_fast.cifar.recipe.fit_subset); the subsets themselves are
+    :func:`subset_problem`'s."""
     if (problem := subset_problem(ds, cfg.subset, cfg.eval_subset)) is not None:
         return problem
     n = cfg.subset or len(ds.train_images)

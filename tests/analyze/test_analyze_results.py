@@ -179,25 +179,49 @@ def test_non_default_flags_make_a_row_of_their_own(tmp_path):
     assert "flags `--epochs 7`" in text
 
 
-def test_the_gpu_suite_pairs_each_block_and_reads_the_committed_run_files(tmp_path):
-    suite = tmp_path / "gpu"
+def _suite(suite: Path, part: dict | None = None, top: dict | None = None) -> None:
+    """A GPU suite's folder: suite.json with one block of two pairs (``part``
+    merged into its peer part, ``top`` into the file) and ours' run files."""
     for seed, end in ((0, 2.8), (1, 2.6)):
         _run_json(suite / "ours_block0" / f"seed{seed}", seed, end, 0.941, dirty=True, device="cuda")
     ours = [{"seed": s, "final_top1": 0.941, "time_to_target_s": e, "end_clock_s": e,
              "run_json": f"/root/run/peer/ours_block0/seed{s}/run.json"} for s, e in ((1, 2.6), (0, 2.8))]
     peer = [{"run": "0", "tta_val_acc": 0.943, "time_seconds": 1.4}, {"run": "1", "tta_val_acc": 0.942,
                                                                       "time_seconds": 1.6}]
-    data = {"parts": {"peer": {"started": "2026-04-01T00:00:00Z",
+    data = {"parts": {"peer": {"started": "2026-04-01T00:00:00Z", "dry_run": False, "standin": False,
                                "blocks": [{"order": ["ours", "peer"], "ours": {"runs": ours},
-                                           "peer": {"runs": peer}}]}},
-            "environment": {"gpu": {"name": "NVIDIA H200"}, "git": {"sha": "f" * 40, "dirty": False}}}
+                                           "peer": {"runs": peer}}], **(part or {})}},
+            "environment": {"gpu": {"name": "NVIDIA H200"}, "git": {"sha": "f" * 40, "dirty": False}},
+            **(top or {})}
     (suite / "suite.json").write_text(json.dumps(data))
+
+
+def test_the_gpu_suite_pairs_each_block_and_reads_the_committed_run_files(tmp_path):
+    _suite(tmp_path / "gpu")
     groups, text = _table(tmp_path)
     (g,) = groups
     assert g.machine.label == "NVIDIA H200" and g.ratio == pytest.approx(2.7 / 1.5)
     assert [(p.seed, p.peer_end) for p in g.pairs] == [(0, 1.4), (1, 1.6)]
     assert g.code == "aaaaaaa" and all(p.dirty for p in g.pairs)  # run.json's git, not the suite's
     assert "2 of 2 pairs dirty" in text and "no clean pair" in text
+
+
+@pytest.mark.parametrize("part,top,why", [
+    ({"dry_run": True}, None, "a dry run"),
+    (None, {"dry_run": True}, "a dry run"),
+    ({"standin": True}, None, "stand-in"),
+    ({"dry_run": True, "standin": True}, None, "a dry run"),  # what measure.py --dry-run writes
+], ids=["part-dry-run", "suite-dry-run", "standin", "both"])
+def test_a_dry_run_or_a_stand_in_peer_is_no_comparison(tmp_path, capsys, part, top, why):
+    """A committed dry run (its peer the stand-in, at tiny sizes) never enters
+    the table as a GPU comparison: left out, said in one line on stderr."""
+    _suite(tmp_path / "gpu", part, top)
+    _compare(tmp_path / "cpu", [(0, 400.0, 1000.0, 0.942)])
+    groups, text = _table(tmp_path)
+    assert [g.machine.label for g in groups if "H200" in g.machine.label] == [] and len(groups) == 1
+    assert "H200" not in text
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("note: ") and "gpu/suite.json" in line and why in line
 
 
 def test_a_folder_without_comparisons_is_a_one_line_error(tmp_path):

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,6 +33,7 @@ HAND_7_TO_5 = [[0.8, 0.2, 0, 0, 0, 0, 0],
                [0, 0, 0, 1, 0, 0, 0],
                [0, 0, 0, 0, 0.6, 0.4, 0],
                [0, 0, 0, 0, 0, 0.2, 0.8]]
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
 TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.bfloat16: dict(rtol=2e-2, atol=2e-2)}
 
 
@@ -215,9 +218,33 @@ def test_the_lesion_finds_every_new_lever():
     assert (published.average_every, published.lr_floor, published.filter_norm_ramp) == (0, 0.0, 0)
 
 
+# The newest committed runs of the default recipe: its comparison against the published recipe
+# (recipe dawnbench_fast) and its ten-seed record, which ran ``--recipe fulcrum --epochs 9.5``
+# before the default took those values.
+DEFAULT_RUNS = [RESULTS / "compare-issue43-amx" / "ours-0" / "run.json",
+                RESULTS / "seeds-issue43-amx" / "seed0" / "run.json"]
+# Fields a run records as it ran them, not as the recipe sets them (the precision resolved from
+# auto, the data's folder, the recipe's name), and fields added to Config after those runs
+# (execution choices, not the recipe's values).
+AS_RUN = {"precision", "data_dir", "extra"}
+AFTER_THE_RUNS = {"capture", "compile_mode"}
+
+
+@pytest.mark.parametrize("path", DEFAULT_RUNS, ids=lambda p: p.parent.parent.name)
+def test_the_default_is_the_committed_runs_config(path):
+    """Config() field for field against run.json's ``config`` of the committed runs of the
+    default (docs/RUN_JSON.md): a changed default value fails here until a run of the new
+    default is committed and named above."""
+    recorded = json.loads(path.read_text())["config"]
+    default = json.loads(json.dumps(dataclasses.asdict(Config())))  # tuples as the JSON's lists
+    assert set(default) - set(recorded) == AFTER_THE_RUNS, "a Config field the runs did not record"
+    changed = {k: (v, recorded[k]) for k, v in default.items()
+               if k in recorded and k not in AS_RUN and v != recorded[k]}
+    assert not changed, f"defaults (now, in {path.relative_to(RESULTS)}) differ: {changed}"
+
+
 def test_the_default_is_the_record_s_levers_for_9_5_epochs():
-    """The ten-seed record of the default's values ran ``--recipe fulcrum --epochs 9.5`` before
-    the default took its values: the same config, field for field."""
+    """The default's values are the fulcrum recipe's for 9.5 epochs (as its ten-seed record ran)."""
     assert dataclasses.replace(Config(), **{**RECIPES["fulcrum"], "epochs": 9.5}) == Config()
     before = Config(**RECIPES["dawnbench_fast_2025"])
     assert (before.epochs, before.progressive, before.average_every) == (8.5, (), 0)
