@@ -12,9 +12,11 @@ before the first run starts, not hours into a study.
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import os
 import re
+import selectors
 import subprocess
 import sys
 import time
@@ -198,15 +200,44 @@ def launch_trainer(argv: list[str], log: Path) -> tuple[int, float, str]:
     return rc, time.perf_counter() - t0, last
 
 
+# Seconds the study's main thread waits on the trainer's output at a time. A
+# signal sent to the study (a scheduler's TERM, ^C) may be delivered to any of its
+# threads (importing torch starts one); its Python handler then runs only when the
+# main thread next runs bytecode, so a blocking read of a trainer that prints
+# nothing for minutes would hold the stop back that long.
+WAKE_S = 0.25
+
+
 def follow_trainer(proc: subprocess.Popen, sink: IO[str]) -> str:
     """Copy the trainer's output to ``sink`` and its progress lines to the
-    console until it closes its output; returns the last line it printed."""
-    last = ""
+    console until it closes its output; returns the last line it printed.
+    The pipe is waited on :data:`WAKE_S` at a time, so that a stop signal
+    is acted on within that, whichever thread the kernel delivered it to."""
     assert proc.stdout is not None  # started with stdout=PIPE
-    for line in proc.stdout:
+    fd = proc.stdout.fileno()
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    last, pending = "", ""
+
+    def take(line: str) -> None:
+        nonlocal last
         sink.write(line)
         if line.strip():
             last = line.strip()
         if PROGRESS_LINE.match(line):
             print(f"    {line.rstrip()}", flush=True)
+
+    with selectors.DefaultSelector() as waiting:
+        waiting.register(fd, selectors.EVENT_READ)
+        while True:
+            if not waiting.select(timeout=WAKE_S):
+                continue  # nothing yet: back to bytecode, where a pending signal's handler runs
+            chunk = os.read(fd, 1 << 16)
+            pending += decoder.decode(chunk, final=not chunk)
+            *lines, pending = pending.split("\n")
+            for line in lines:
+                take(line + "\n")
+            if not chunk:  # the trainer closed its output
+                break
+    if pending:
+        take(pending)
     return last

@@ -27,12 +27,18 @@ from dawnbench_fast.analyze import training_runs
 from dawnbench_fast.analyze.__main__ import main
 
 # The study's command line with its trainer module replaced and a 1 s grace before KILL.
+# With ELSEWHERE=1 the study's main thread blocks the stop signals after starting a thread
+# that does not: the kernel then delivers them to that thread, as it may to any thread of a
+# process (importing torch starts one), and the main thread must still act on them.
 DRIVER = textwrap.dedent("""\
-    import sys
+    import os, signal, sys, threading, time
     from dawnbench_fast.analyze import training_runs
     from dawnbench_fast.analyze.__main__ import main
     from dawnbench_fast.runner import stopping
 
+    if os.environ.get("ELSEWHERE") == "1":
+        threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     stopping.STOP_GRACE_S = 1.0
     training_runs.TRAINER = "standin_trainer"
     sys.exit(main(sys.argv[1:]))
@@ -52,14 +58,18 @@ STANDIN = textwrap.dedent("""\
     """)
 
 
-@pytest.mark.parametrize(("sig", "ignore_term"), [(signal.SIGTERM, True), (signal.SIGTERM, False),
-                                                  (signal.SIGINT, False)])
-def test_a_stopped_study_ends_the_runs_it_started(tmp_path, sig, ignore_term):
+@pytest.mark.parametrize(("sig", "ignore_term", "elsewhere"),
+                         [(signal.SIGTERM, True, False), (signal.SIGTERM, False, False),
+                          (signal.SIGINT, False, False), (signal.SIGINT, False, True),
+                          (signal.SIGTERM, False, True)])
+def test_a_stopped_study_ends_the_runs_it_started(tmp_path, sig, ignore_term, elsewhere):
+    """``elsewhere``: the signal reaches a thread other than the main one,
+    while the main thread waits on a trainer that prints nothing."""
     if not Path("/proc/self/stat").exists():
         pytest.skip("needs /proc to see the processes")
     (tmp_path / "standin_trainer.py").write_text(STANDIN)
     out = tmp_path / "study"
-    env = {**os.environ, "IGNORE_TERM": "1" if ignore_term else "0"}
+    env = {**os.environ, "IGNORE_TERM": "1" if ignore_term else "0", "ELSEWHERE": "1" if elsewhere else "0"}
     # cwd: where `python -m standin_trainer` finds the stand-in
     proc = subprocess.Popen([sys.executable, "-c", DRIVER, "stability", "--runs", "1", "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env)
