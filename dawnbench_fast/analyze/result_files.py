@@ -56,14 +56,36 @@ class Pair:
     dirty: bool | None  # None: not recorded
     flags: tuple[str, ...] = ()
     when: str | None = None  # ISO day or UTC time the run started
+    # both runs on an idle machine (compare.py's load: busy_share below IDLE_SHARE for each);
+    # None: not recorded (runs before compare.py recorded the load, and the GPU suite's)
+    idle: bool | None = None
 
     @property
     def ratio(self) -> float:
         return self.ours_end / self.peer_end
 
     @property
-    def clean(self) -> bool:
+    def git_clean(self) -> bool:
         return self.commit is not None and self.dirty is False
+
+    @property
+    def clean(self) -> bool:
+        """Clean code on an idle machine: the only pairs a headline pools."""
+        return self.git_clean and self.idle is True
+
+
+# A run counts as idle where the CPU others used meanwhile (and the hypervisor's
+# steal) stayed below this share of the machine: compare.py's ``load.busy_share``.
+IDLE_SHARE = 0.02
+
+
+def idle_of(*rows: dict) -> bool | None:
+    """Whether every one of compare.py's ``rows`` ran on an idle machine
+    (None where a row records no load)."""
+    shares = [(r.get("load") or {}).get("busy_share") if isinstance(r, dict) else None for r in rows]
+    if any(not isinstance(x, (int, float)) for x in shares):
+        return None
+    return all(x < IDLE_SHARE for x in shares)
 
 
 def pooled_ratio(pairs: list[Pair]) -> float:
@@ -211,7 +233,8 @@ def compare_pairs(path: Path, notes: Notes) -> list[Pair]:
                           ours_tta=o.get("to_target"),
                           machine=machine_of(rec, prov.get("cpu")),
                           commit=_short(git.get("sha")) or _short(prov.get("commit")),
-                          dirty=_dirty(git.get("dirty"), prov.get("dirty")), flags=flags, when=when))
+                          dirty=_dirty(git.get("dirty"), prov.get("dirty")), flags=flags, when=when,
+                          idle=idle_of(o, q)))
     return pairs
 
 

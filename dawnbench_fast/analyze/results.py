@@ -38,9 +38,12 @@ computes it), the pair count and the range of per-pair ratios, ours' seeds,
 final top-1 (mean, +- the sample std over seeds when there are several; a
 seed run twice with the same top-1 counts once), how many reached the
 target and the time to it (mean over the runs that reached it). A pair
-whose run is dirty (run.json ``git.dirty`` true) or whose provenance is
-unknown is labelled so; the headline (the ratio in bold) is the newest code
-of each machine class, only where every one of its pairs ran clean code.
+whose run is dirty (run.json ``git.dirty`` true), whose provenance is
+unknown, that ran on a busy machine (compare.json's per-run ``load``:
+``busy_share`` at or above 0.02) or whose load was not recorded ("idle
+unknown") is labelled so; the headline (the ratio in bold) is the newest
+code of each machine class, only where every one of its pairs ran clean
+code on an idle machine.
 """
 
 from __future__ import annotations
@@ -210,13 +213,19 @@ def _link(path: Path, base: Path) -> str:
     return f"[{folder.name}]({Path(os.path.relpath(target.resolve(), base)).as_posix()})"
 
 
+# What keeps a pair from being clean, each with its test: code, then the machine's load.
+UNCLEAN = (("dirty", lambda p: p.dirty is True),
+           ("unknown", lambda p: p.commit is None or p.dirty is None),
+           ("busy", lambda p: p.idle is False),
+           ("idle unknown", lambda p: p.idle is None))
+
+
 def _provenance(g: Group) -> str:
     if g.clean:
-        text = "clean: every run at its commit"
+        text = "clean: every run at its commit, on an idle machine"
     else:
         parts = []
-        for what, test in (("dirty", lambda p: p.dirty is True),
-                           ("unknown", lambda p: p.commit is None or p.dirty is None)):
+        for what, test in UNCLEAN:
             by_source: dict[str, list[int]] = {}
             for p in g.pairs:
                 if test(p):
@@ -238,10 +247,13 @@ def _provenance(g: Group) -> str:
 
 
 def _unclean(g: Group) -> str:
-    """`` (2 of 6 pairs dirty)``: beside a ratio that is no headline for it."""
+    """`` (2 of 6 pairs dirty, 6 idle unknown)``: beside a ratio that is no headline for it."""
     dirty = sum(p.dirty is True for p in g.pairs)
-    unknown = sum(p.dirty is not True and not p.clean for p in g.pairs)
-    counts = ((dirty, "dirty"), (unknown, "of unknown provenance"))
+    unknown = sum(p.dirty is not True and not p.git_clean for p in g.pairs)
+    busy = sum(p.idle is False for p in g.pairs)
+    idle_unknown = sum(p.idle is None for p in g.pairs)
+    counts = ((dirty, "dirty"), (unknown, "of unknown provenance"), (busy, "busy"),
+              (idle_unknown, "idle unknown"))
     what = [f"{n} of {len(g.pairs)} pairs {w}" for n, w in counts if n]
     return f" ({', '.join(what)})" if what else ""
 
@@ -277,7 +289,9 @@ def render(groups: list[Group], notes: Notes, base: Path) -> str:
               "make its pairs. Top-1 and reached count a seed run twice with the same top-1 once; the "
               "time to 94% is the mean over every run that reached it. A ratio in bold is a machine class's "
               "headline, its newest code, only where every pair ran clean code (run.json `git.dirty` "
-              "false); a dirty or unknown provenance is never a headline."]
+              "false) on an idle machine (compare.py's `load.busy_share` below 0.02 for both runs of "
+              "the pair); a dirty, busy or unknown provenance or load is never a headline, and pairs "
+              "recorded before compare.py measured the load are \"idle unknown\"."]
     used = {c for g in groups for c in g.commits(notes)}
     for group in notes.same_code:
         shown = [c for c in group["commits"] if c in used]

@@ -58,7 +58,9 @@ def test_no_markers_is_a_one_line_error(tmp_path, capsys):
 
 def test_the_amx_row_pools_both_runs_of_its_code_and_is_no_headline():
     """The same CPU code ran twice on the AMX Xeon (0.557 and 0.419): one
-    row over the six pairs, about 0.49, its dirty pairs named, not bold."""
+    row over the six pairs, about 0.49, its dirty pairs named, not bold.
+    No committed pair recorded the machine's load (compare.py records it
+    since): every row is "idle unknown", and none is a headline."""
     notes = results.read_notes(RESULTS)
     groups = results.groups_of(results.read_pairs(RESULTS, notes), notes)
     amx = next(g for g in groups if g.code == "dc3431e")
@@ -67,11 +69,10 @@ def test_the_amx_row_pools_both_runs_of_its_code_and_is_no_headline():
     assert {p.seed for p in amx.pairs if p.dirty} == {1, 2}
     rows = [line for line in results.embedded(README).splitlines() if line.startswith("| ")]
     assert "0.419" not in "".join(rows)
-    # the one bold figure is a clean row's: the AMX Xeon's newest code (7dfbcf1, the 2026 record's levers as
-    # the default, three clean pairs); the code before it (ab75a29, two clean pairs) keeps its row, not bold
-    bold = [row for row in rows if "**" in row]
-    assert len(bold) == 1 and "| 7dfbcf1 |" in bold[0] and "clean" in bold[0]
-    assert any("| ab75a29 |" in row and "**" not in row for row in rows)
+    # the AMX Xeon's newest code (7dfbcf1) ran git-clean, but with no load on record: idle unknown, not bold
+    assert not [row for row in rows if "**" in row]
+    newest = next(row for row in rows if "| 7dfbcf1 |" in row)
+    assert "0.552 (3 of 3 pairs idle unknown)" in newest and "idle unknown: compare-issue43-amx" in newest
 
 
 # -- made-up run folders -------------------------------------------------------
@@ -92,14 +93,23 @@ def _run_json(folder: Path, seed: int, end: float, top1: float, *, sha: str = "a
 
 
 def _compare(folder: Path, pairs: list[tuple[int, float, float, float]], provenance: dict | None = None,
-             run_files: bool = True, **run_kw) -> None:
-    """compare.json (and ours' run.json per seed) for (seed, ours, peer, top-1) pairs."""
+             run_files: bool = True, busy: dict[tuple[int, str], float | None] | None = None,
+             **run_kw) -> None:
+    """compare.json (and ours' run.json per seed) for (seed, ours, peer, top-1) pairs, each run
+    on an idle machine (compare.py's ``load``) unless ``busy`` gives (seed, side) another
+    busy_share, None for a run without a load record."""
     rows = []
+    busy = busy or {}
+
+    def load(seed: int, side: str) -> dict:
+        share = busy.get((seed, side), 0.004)
+        return {} if share is None else {"load": {"others_cpu_s": 1.0, "steal_s": 0.0, "busy_share": share}}
+
     for seed, ours, peer, top1 in pairs:
         rows += [{"side": "ours", "seed": seed, "acc": 100 * top1, "end_clock": ours,
-                  "to_target": ours if top1 >= 0.94 else None, "wall": ours + 40},
+                  "to_target": ours if top1 >= 0.94 else None, "wall": ours + 40, **load(seed, "ours")},
                  {"side": "peer", "seed": seed, "acc": 94.1, "end_clock": peer, "to_target": peer,
-                  "wall": peer + 70}]
+                  "wall": peer + 70, **load(seed, "peer")}]
         if run_files:
             _run_json(folder / f"ours-{seed}", seed, ours, top1, **run_kw)
     folder.mkdir(parents=True, exist_ok=True)
@@ -143,6 +153,18 @@ def test_a_dirty_pair_is_labelled_and_takes_the_headline_away(tmp_path):
     groups, text = _table(tmp_path)
     assert not groups[0].headline and "**" not in text
     assert "0.450 (1 of 2 pairs dirty)" in text and "dirty: run seed 1" in text
+    assert "the 1 clean pair alone: 0.400" in text
+
+
+@pytest.mark.parametrize(("share", "label"), [(0.05, "busy"), (0.02, "busy"), (None, "idle unknown")])
+def test_a_busy_or_unrecorded_load_is_labelled_and_takes_the_headline_away(tmp_path, share, label):
+    """Clean code is not enough: both runs of every pair on an idle machine
+    (busy_share below 0.02), else the row is no headline and says why."""
+    _compare(tmp_path / "run", [(0, 400.0, 1000.0, 0.942), (1, 500.0, 1000.0, 0.943)],
+             busy={(1, "peer"): share})
+    groups, text = _table(tmp_path)
+    assert not groups[0].headline and not groups[0].clean and "**" not in text
+    assert f"0.450 (1 of 2 pairs {label})" in text and f"{label}: run seed 1" in text
     assert "the 1 clean pair alone: 0.400" in text
 
 
