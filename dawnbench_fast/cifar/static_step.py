@@ -139,11 +139,12 @@ class CaptureFailed(RuntimeError):
 
 # The self-test's tolerance for a replayed step against the eager body, relative
 # to the largest change the eager steps made to each tensor (the loss: to its
-# size). A replay runs the very kernels the eager body ran, so the two agree bit
-# for bit unless an algorithm accumulates in a varying order (cuDNN's and
-# cuBLAS's split reductions): a few units of the precision's last place. A
-# capture that froze a host value or read a stale tensor is off by the size of
-# a step, orders of magnitude more.
+# size; a tensor they barely change: to one unit of its last place). A replay
+# runs the very kernels the eager body ran, so the two agree bit for bit unless
+# an algorithm accumulates in a varying order (cuDNN's and cuBLAS's split
+# reductions): a few units of the precision's last place. A capture that froze
+# a host value or read a stale tensor is off by the size of a step, orders of
+# magnitude more.
 SELF_TEST_RTOL = {"fp32": 1e-4, "tf32": 1e-2, "bf16": 2.0 ** -5, "fp16": 2.0 ** -8}
 
 
@@ -248,8 +249,12 @@ class StepGraphs:
             if torch.equal(got, want):
                 continue
             bitwise = False
+            # a tensor the steps barely change (or not at all) is measured against its own
+            # rounding instead: one unit of its dtype's last place at its largest value
+            ulp = torch.finfo(want.dtype).eps if want.is_floating_point() else 1.0
             got, want = got.double(), want.double()
-            scale = (want - before.double()).abs().max() if before is not None else want.abs().max()
+            change = (want - before.double()).abs().max() if before is not None else want.abs().max()
+            scale = torch.maximum(change, ulp * want.abs().max())
             err = ((got - want).abs().max() / scale.clamp_min(1e-30)).item()  # off the clock: the warm-up
             worst = max(worst, err) if err == err else float("inf")  # NaN: as far off as can be
         return {"passed": worst <= rtol, "bitwise": bitwise, "worst_relative": worst, "rtol": rtol}
