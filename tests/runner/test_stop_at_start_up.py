@@ -82,12 +82,16 @@ def test_a_stop_while_the_trainer_starts_is_one_line_and_its_status(tmp_path, si
 @pytest.mark.parametrize(("argv", "prog"), [
     (["dawnbench_fast"], "python -m dawnbench_fast"),
     (["dawnbench_fast.imagenet", "--data-dir", "no-data"], "python -m dawnbench_fast.imagenet"),
-    (["dawnbench_fast.analyze", "stability", "--runs", "1"], "python -m dawnbench_fast.analyze"),
+    # the study's trainer is told of a data folder that does not exist: should the stop be missed,
+    # the run it starts ends at once instead of training the default recipe in a session of its own
+    (["dawnbench_fast.analyze", "stability", "--runs", "1", "--", "--data-dir", "/nonexistent/cifar10",
+      "--no-download"], "python -m dawnbench_fast.analyze"),
     (["dawnbench_fast.gpu_suite", "--dry-run"], "gpu_suite"),
 ], ids=["package", "imagenet", "analyze", "gpu_suite"])
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
 def test_every_command_catches_a_stop_from_its_first_line(tmp_path, argv, prog, sig):
-    code, lines = _stopped_at([*argv, "--out", str(tmp_path / "out")], sig, 0.0)
+    ours, trainer = (argv[:argv.index("--")], argv[argv.index("--"):]) if "--" in argv else (argv, [])
+    code, lines = _stopped_at([*ours, "--out", str(tmp_path / "out"), *trainer], sig, 0.0)
     assert (code, lines) == (128 + sig, [f"{prog}: stopped by {sig.name} during start-up"])
     assert not (tmp_path / "out").exists()
 
