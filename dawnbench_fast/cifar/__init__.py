@@ -8,8 +8,9 @@ top-1), tta.py (the test-time augmentation views, selective TTA), cli.py
 (the command line). Its public API, for scripts and notebooks, is named here.
 """
 
-import importlib
 from typing import TYPE_CHECKING
+
+from dawnbench_fast.lazy_names import lazy_names
 
 if TYPE_CHECKING:  # the names, for type checkers and editors
     from dawnbench_fast.cifar.cli import PROG, build_parser, config_from_args, main
@@ -20,20 +21,9 @@ if TYPE_CHECKING:  # the names, for type checkers and editors
 __all__ = ["PROG", "RECIPES", "CifarTask", "Config", "build_parser", "config_from_args", "evaluate",
            "load_model", "main"]
 
-# The names are imported when first used (PEP 562), not here: ``python -m dawnbench_fast.cifar``
-# imports this package before its __main__.py, which must catch a stop signal before torch is
-# imported (runner/stopping.py), so importing the package alone imports nothing heavy.
+# The names are imported when first used (dawnbench_fast/lazy_names.py says why).
 _API = {"CifarTask": "task", "Config": "task", "PROG": "cli", "RECIPES": "recipe", "build_parser": "cli",
         "config_from_args": "cli", "evaluate": "evaluation", "load_model": "task", "main": "cli"}
 
 
-def __getattr__(name: str) -> object:
-    if name in _API:
-        return getattr(importlib.import_module(f"{__name__}.{_API[name]}"), name)
-    if not name.startswith("__"):  # a module of the package, e.g. cifar.cli
-        try:
-            return importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"{__name__}.{name}":
-                raise
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _API)

@@ -7,8 +7,9 @@ ResNet and its optimiser, :class:`ImageNetTask`), cli.py (the command line).
 Its public API, for scripts and notebooks, is named here.
 """
 
-import importlib
 from typing import TYPE_CHECKING
+
+from dawnbench_fast.lazy_names import lazy_names
 
 if TYPE_CHECKING:  # the names, for type checkers and editors
     from dawnbench_fast.imagenet.cli import PROG, build_parser, config_from_args, main
@@ -16,20 +17,9 @@ if TYPE_CHECKING:  # the names, for type checkers and editors
 
 __all__ = ["PROG", "Config", "ImageNetTask", "build_parser", "config_from_args", "load_model", "main"]
 
-# The names are imported when first used (PEP 562), not here: ``python -m dawnbench_fast.imagenet``
-# imports this package before its __main__.py, which must catch a stop signal before torch is
-# imported (runner/stopping.py), so importing the package alone imports nothing heavy.
+# The names are imported when first used (dawnbench_fast/lazy_names.py says why).
 _API = {"Config": "task", "ImageNetTask": "task", "PROG": "cli", "build_parser": "cli",
         "config_from_args": "cli", "load_model": "task", "main": "cli"}
 
 
-def __getattr__(name: str) -> object:
-    if name in _API:
-        return getattr(importlib.import_module(f"{__name__}.{_API[name]}"), name)
-    if not name.startswith("__"):  # a module of the package, e.g. imagenet.cli
-        try:
-            return importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"{__name__}.{name}":
-                raise
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _API)
