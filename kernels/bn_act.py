@@ -58,6 +58,16 @@ __all__ = ["affine_act", "bn_act", "bn_act_bwd_apply", "bn_act_bwd_reduce", "bn_
 WARPS = 4
 
 
+@triton.jit
+def _row_tile(rows, cols, R, C):
+    """The mask and element offsets of ``rows`` x ``cols`` of an R x C
+    row-major matrix, the offsets in int64 (R x C may pass 2**31): every
+    kernel of the op addresses its tiles so."""
+    mask = (rows < R)[:, None] & (cols < C)[None, :]
+    offs = rows.to(tl.int64)[:, None] * C + cols[None, :]
+    return mask, offs
+
+
 # -- forward 1: per-channel statistics --------------------------------------
 # Sum and sum of squares of an NHWC activation viewed as R x C, accumulated in
 # fp32 whatever the storage dtype. Each program reduces a contiguous chunk of
@@ -78,8 +88,7 @@ def channel_stats_kernel(
     start = pid_r * rows_per_prog
     for r0 in range(start, start + rows_per_prog, BLOCK_R):
         rows = r0 + tl.arange(0, BLOCK_R)
-        mask = (rows < R)[:, None] & cmask[None, :]
-        offs = rows.to(tl.int64)[:, None] * C + cols[None, :]
+        mask, offs = _row_tile(rows, cols, R, C)
         x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
         acc_s += x
         acc_q += x * x
@@ -242,8 +251,7 @@ def affine_act_kernel(
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     cmask = cols < C
-    mask = (rows < R)[:, None] & cmask[None, :]
-    offs = rows.to(tl.int64)[:, None] * C + cols[None, :]
+    mask, offs = _row_tile(rows, cols, R, C)
     x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     scale = tl.load(scale_ptr + cols, mask=cmask, other=0.0)
     shift = tl.load(shift_ptr + cols, mask=cmask, other=0.0)
@@ -297,8 +305,7 @@ def bn_act_bwd_reduce_kernel(
     start = pid_r * rows_per_prog
     for r0 in range(start, start + rows_per_prog, BLOCK_R):
         rows = r0 + tl.arange(0, BLOCK_R)
-        mask = (rows < R)[:, None] & cmask[None, :]
-        offs = rows.to(tl.int64)[:, None] * C + cols[None, :]
+        mask, offs = _row_tile(rows, cols, R, C)
         x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
         dy = tl.load(dy_ptr + offs, mask=mask, other=0.0).to(tl.float32)
         g = dy * act_grad(x * scale[None, :] + shift[None, :], ACT)
@@ -399,8 +406,7 @@ def bn_act_bwd_apply_kernel(
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     cmask = cols < C
-    mask = (rows < R)[:, None] & cmask[None, :]
-    offs = rows.to(tl.int64)[:, None] * C + cols[None, :]
+    mask, offs = _row_tile(rows, cols, R, C)
     x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     dy = tl.load(dy_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     scale = tl.load(scale_ptr + cols, mask=cmask, other=0.0)
