@@ -85,7 +85,7 @@ def test_a_stop_while_the_trainer_starts_is_one_line_and_its_status(tmp_path, si
     (["dawnbench_fast"], "python -m dawnbench_fast"),
     (["dawnbench_fast.imagenet", "--data-dir", "no-data"], "python -m dawnbench_fast.imagenet"),
     # the study's trainer is told of a data folder that does not exist: should the stop be missed,
-    # the run it starts ends at once instead of training the default recipe in a session of its own
+    # the run it starts ends at once instead of training the default recipe in a process session of its own
     (["dawnbench_fast.analyze", "stability", "--runs", "1", "--", "--data-dir", "/nonexistent/cifar10",
       "--no-download"], "python -m dawnbench_fast.analyze"),
     (["dawnbench_fast.gpu_suite", "--dry-run"], "gpu_suite"),
