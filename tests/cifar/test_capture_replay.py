@@ -54,7 +54,7 @@ def test_a_replay_without_python_through_the_loop_is_the_eager_step(monkeypatch,
         reads = set().union(*(g.reads() for g in recorder.graphs))
         unread.append([k for k, t in live_tensors(task).items() if t.data_ptr() not in reads])
 
-    got = seed_runs("static", (0, 1), monkeypatch, recorder, after_init=check_addresses)
+    got = seed_runs("static", (0, 1), recorder, after_init=check_addresses)
     assert got.losses == eager.losses
     assert got.losses[0] != got.losses[1]  # the two seeds differ
     assert same_weights(got.weights, eager.weights) == []
@@ -122,12 +122,12 @@ def test_the_replay_fails_where_a_fault_is_planted(monkeypatch, gpu_arithmetic, 
     re-running stand-in); the replay that runs no Python differs. With the
     self-test on, a fault visible at the capture fails the capture instead."""
     fault(monkeypatch)
-    eager = seed_runs("static", (0,), monkeypatch, ReplayingRecorder())
-    replayed = seed_runs("static", (0,), monkeypatch, AtenRecorder(), self_test=False)
+    eager = seed_runs("static", (0,), ReplayingRecorder())
+    replayed = seed_runs("static", (0,), AtenRecorder(), self_test=False)
     assert replayed.losses != eager.losses or same_weights(replayed.weights, eager.weights)
     # frozen at the capture: the self-test sees it
     if fault in (_counter_in_the_body, _rate_read_on_the_host):
-        tested = seed_runs("static", (0,), monkeypatch, AtenRecorder())
+        tested = seed_runs("static", (0,), AtenRecorder())
         assert "self-test" in tested.records[0]["capture_failed"]
         if fault is _rate_read_on_the_host:  # the eager body took over (the counter's count differs)
             assert tested.losses == eager.losses
@@ -142,7 +142,7 @@ class FailingRecorder:
 
 def test_a_failed_capture_falls_back_to_the_eager_body_and_says_why(monkeypatch):
     eager = seed_runs("off", (0, 1))
-    got = seed_runs("static", (0, 1), monkeypatch, FailingRecorder())
+    got = seed_runs("static", (0, 1), FailingRecorder())
     assert got.losses == eager.losses and same_weights(got.weights, eager.weights) == []
     record = got.records[0]
     assert not record["captured"] and record["graphs"] == []

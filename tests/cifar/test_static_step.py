@@ -60,9 +60,9 @@ def test_static_inputs_train_as_the_eager_step(mode):
         assert torch.equal(value, want[name]), name
 
 
-def _runs(capture: str, seeds: tuple[int, ...], monkeypatch=None, recorder=None):
+def _runs(capture: str, seeds: tuple[int, ...], recorder=None):
     """(losses, weights, step records) of a warm-up and ``seeds`` (support/seed_runs.py)."""
-    runs = seed_runs(capture, seeds, monkeypatch, recorder)
+    runs = seed_runs(capture, seeds, recorder)
     return runs.losses, runs.weights, runs.records
 
 
@@ -114,7 +114,7 @@ def test_captured_steps_replay_for_every_seed_as_the_eager_step(monkeypatch):
                         lambda self, task, v: calls.append(v) or real_body(self, task, v))
     eager = _runs("off", (0, 1))
     calls.clear()
-    got = _runs("static", (0, 1), monkeypatch, recorder)
+    got = _runs("static", (0, 1), recorder)
     assert got[0] == eager[0]
     for have, want in zip(got[1], eager[1], strict=True):
         for name, value in have.items():

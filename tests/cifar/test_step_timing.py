@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 from support.cifar_data import cifar_dir
-from support.recorders import ReplayingRecorder
+from support.recorders import ReplayingRecorder, graphs_recorded_by
 
 from dawnbench_fast import dispatch
 from dawnbench_fast.cifar import step_arms, step_kernels, step_timing
@@ -131,17 +131,11 @@ def test_an_arm_running_at_the_budget_is_ended_and_said_so(tmp_path):
 def test_an_arm_replays_the_graphs_its_warm_up_captured(monkeypatch):
     """time_arm on a plan that captures (a GPU's, stood in on the CPU): the
     warm-up records one graph per variant, and every timed step replays one."""
-    from dawnbench_fast.cifar import static_step
-    from dawnbench_fast.cifar.capture_plan import CapturePlan
     from dawnbench_fast.data.cifar10 import load_cifar10
     from dawnbench_fast.data.cifar10_device import place_data
 
     recorder = ReplayingRecorder()
-    real_init = static_step.StepGraphs.__init__
-    def captured(self, task, plan, _recorder):  # the plan as a GPU's: captured, with its variants
-        real_init(self, task, CapturePlan(plan.variants), recorder)
-
-    monkeypatch.setattr(static_step.StepGraphs, "__init__", captured)
+    graphs_recorded_by(monkeypatch, recorder)  # the plan as a GPU's: captured, with its variants
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

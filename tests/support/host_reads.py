@@ -100,10 +100,10 @@ class _HostOpTrap(TorchDispatchMode):
         if name in HOST_OPS:
             raise HostOp(f"aten.{name} inside the step: it needs the host")
         if name in ("index", "index_put", "index_put_", "_index_put_impl_") and any(
-                t.dtype == torch.bool for t in _tensors(args[1:2])):
+                t.dtype == torch.bool for t in tensors_in(args[1:2])):
             raise HostOp(f"aten.{name} with a boolean mask inside the step: a data-sized result")
         if name in ("_to_copy", "copy_"):
-            devices = {t.device for t in _tensors((args, kwargs))}
+            devices = {t.device for t in tensors_in((args, kwargs))}
             target = kwargs.get("device")
             if len(devices) > 1 or (target is not None and torch.device(target) not in devices):
                 raise HostOp(f"aten.{name} across devices inside the step: a host copy")
@@ -120,5 +120,6 @@ def no_host_ops() -> Iterator[None]:
         yield
 
 
-def _tensors(tree) -> list[torch.Tensor]:
+def tensors_in(tree) -> list[torch.Tensor]:
+    """The tensors in a nest of lists, tuples and dicts (an ATen op's arguments or results)."""
     return [t for t in tree_flatten(tree)[0] if isinstance(t, torch.Tensor)]

@@ -20,7 +20,21 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
+
+from dawnbench_fast.cifar import static_step
+from dawnbench_fast.cifar.capture_plan import CapturePlan
+from support.host_reads import tensors_in
+
+
+def graphs_recorded_by(monkeypatch: Any, recorder: Any, self_test: bool = True) -> None:
+    """Every StepGraphs made while ``monkeypatch`` holds is a GPU plan's
+    (captured, with the run's variants), its graphs recorded by ``recorder``."""
+    real_init = static_step.StepGraphs.__init__
+
+    def captured(self, task, plan, _recorder):
+        real_init(self, task, CapturePlan(plan.variants), recorder, self_test)
+
+    monkeypatch.setattr(static_step.StepGraphs, "__init__", captured)
 
 
 class ReplayingRecorder:
@@ -52,10 +66,6 @@ class Op:
     outs: list[torch.Tensor]  # the tensors the op returned at the capture (its "static outputs")
 
 
-def _tensors(tree: Any) -> list[torch.Tensor]:
-    return [t for t in tree_flatten(tree)[0] if isinstance(t, torch.Tensor)]
-
-
 def _written(func: Any, args: tuple, kwargs: dict) -> list[torch.Tensor]:
     """The tensors an op writes in place (its schema's mutable arguments)."""
     out = []
@@ -63,7 +73,7 @@ def _written(func: Any, args: tuple, kwargs: dict) -> list[torch.Tensor]:
         if arg.alias_info is None or not arg.alias_info.is_write:
             continue
         value = kwargs.get(arg.name) if arg.kwarg_only or i >= len(args) else args[i]
-        out += _tensors(value)
+        out += tensors_in(value)
     return out
 
 
@@ -85,8 +95,8 @@ class _Log(TorchDispatchMode):
             if id(t) not in self.made and id(t) not in self.saved:
                 self.saved[id(t)] = (t, t.clone())
         out = func(*args, **kwargs)
-        outs = _tensors(out)
-        given = {id(t) for t in _tensors((args, kwargs))}
+        outs = tensors_in(out)
+        given = {id(t) for t in tensors_in((args, kwargs))}
         # new tensors only: an op writing in place returns the tensor it was given
         self.made.update(id(t) for t in outs if id(t) not in given)
         self.ops.append(Op(func, args, kwargs, outs))
@@ -114,7 +124,7 @@ class AtenGraph:
         self.replays += 1
         with torch.no_grad():
             for op in self.ops:
-                got = _tensors(op.func(*op.args, **op.kwargs))
+                got = tensors_in(op.func(*op.args, **op.kwargs))
                 for static, new in zip(op.outs, got, strict=True):
                     if new is not static and new.data_ptr() != static.data_ptr() and static.numel():
                         static.copy_(new)  # an op that made a new tensor: into the captured one
@@ -149,7 +159,7 @@ class AtenRecorder:
                 t.copy_(before)
         inputs = {}
         for op in log.ops:
-            for t in _tensors((op.args, op.kwargs)):
+            for t in tensors_in((op.args, op.kwargs)):
                 if id(t) not in log.made and t.numel():
                     inputs[id(t)] = (t, t.data_ptr())
         graph = AtenGraph(log.ops, list(inputs.values()))

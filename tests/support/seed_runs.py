@@ -10,13 +10,14 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 import torch
 
-from dawnbench_fast.cifar import Config, static_step
-from dawnbench_fast.cifar.capture_plan import CapturePlan
+from dawnbench_fast.cifar import Config
 from dawnbench_fast.cifar.train_state import TrainState
 from dawnbench_fast.training.train import train_epoch, warm_up
 from support.cifar_data import cifar_dir
+from support.recorders import graphs_recorded_by
 
 TINY = dict(subset=200, eval_subset=100, batch_size=100, epochs=2, whiten_images=100, progressive=(24,),
             whiten_bias_epochs=0.5, average_from=2, widths=(16, 32, 32), cutout=4, brightness=0.1,
@@ -31,50 +32,44 @@ class SeedRuns:
     tasks: list[Any]  # per seed, its task (after its last step)
 
 
-def seed_runs(capture: str, seeds: tuple[int, ...], monkeypatch: Any = None, recorder: Any = None,
-              self_test: bool = True, after_init: Callable[[Any], None] | None = None,
-              **overrides: Any) -> SeedRuns:
-    """``capture`` as ``--set capture``; ``recorder`` (needs ``monkeypatch``)
-    records the plan's graphs; ``after_init(task)`` runs after each seed's init."""
-    if recorder is not None:
-        real_init = static_step.StepGraphs.__init__
+def seed_runs(capture: str, seeds: tuple[int, ...], recorder: Any = None, self_test: bool = True,
+              after_init: Callable[[Any], None] | None = None, **overrides: Any) -> SeedRuns:
+    """``capture`` as ``--set capture``; ``recorder`` records the plan's
+    graphs (support/recorders.py); ``after_init(task)`` runs after each seed's init."""
+    with pytest.MonkeyPatch.context() as patch:
+        if recorder is not None:
+            graphs_recorded_by(patch, recorder, self_test)
+        cfg = Config(**{**TINY, "data_dir": str(cifar_dir()), "capture": capture, **overrides})
+        base = cfg.build_task(torch.device("cpu"))
+        state = TrainState()
 
-        def captured(self, task, plan, _recorder, self_test_=self_test):
-            real_init(self, task, CapturePlan(plan.variants), recorder, self_test_)
+        def make(seed: int):
+            return type(base)(dataclasses.replace(cfg, seed=seed), base.data, base.device, base.backend,
+                              state)
 
-        monkeypatch.setattr(static_step.StepGraphs, "__init__", captured)
-    cfg = Config(**{**TINY, "data_dir": str(cifar_dir()), "capture": capture, **overrides})
-    base = cfg.build_task(torch.device("cpu"))
-    state = TrainState()
+        warm_up(make(99))
+        out = SeedRuns([], [], [], [])
+        for seed in seeds:
+            task = make(seed)
+            task.init_model()
+            if after_init is not None:
+                after_init(task)
+            per_step: list[float] = []
+            step = task.train_step
 
-    def make(seed: int):
-        return type(base)(dataclasses.replace(cfg, seed=seed), base.data, base.device, base.backend, state)
+            def recording(*batch, step=step, per_step=per_step):
+                loss = step(*batch)
+                per_step.append(loss.total.item())
+                return loss
 
-    warm_up(make(99))
-    out = SeedRuns([], [], [], [])
-    for seed in seeds:
-        task = make(seed)
-        task.init_model()
-        if after_init is not None:
-            after_init(task)
-        per_step: list[float] = []
-        step = task.train_step
-
-        def recording(*batch, step=step, per_step=per_step):
-            loss = step(*batch)
-            per_step.append(loss.total.item())
-            return loss
-
-        task.train_step = recording
-        for epoch in range(len(task.epoch_steps)):
-            train_epoch(task, epoch)
-        out.losses.append(per_step)
-        out.weights.append({k: v.clone() for k, v in task.model.state_dict().items()})
-        out.records.append(task.step_record())
-        out.tasks.append(task)
-    if recorder is not None:
-        monkeypatch.setattr(static_step.StepGraphs, "__init__", real_init)
-    return out
+            task.train_step = recording
+            for epoch in range(len(task.epoch_steps)):
+                train_epoch(task, epoch)
+            out.losses.append(per_step)
+            out.weights.append({k: v.clone() for k, v in task.model.state_dict().items()})
+            out.records.append(task.step_record())
+            out.tasks.append(task)
+        return out
 
 
 def same_weights(a: list[dict], b: list[dict]) -> list[str]:
