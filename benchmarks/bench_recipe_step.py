@@ -22,9 +22,10 @@ batch size and two warm-up steps, then ``BENCH_ROUNDS`` timed steps (default
 alternated the arms within each round, so that a drift of the machine's
 speed reached every arm alike: compare arms within one run). ``extra_info``
 per arm: batch, seconds per 1,000 images and the training phase that the
-recipe's step count implies (steps x median step). ``test_recipe_batches``
-times the same arms' batches (``epoch_batches``: order, augmentation, jitter,
-side), per step. Needs CIFAR-10
+recipe's step count implies (steps x median step). The step makes its own
+batch on the device from its keys (cifar/step.py), so its time includes the
+augmentation; ``test_recipe_batches`` times that part alone for the same arms
+(the epoch's keys, then each key's batch: augmentation, jitter, side), per step. Needs CIFAR-10
 (``DAWNBENCH_DATA``; skipped without it). Run it on an otherwise idle machine.
 In the script form, give pytest's options with their value in one argument
 (``-khiverge``, ``--benchmark-compare=0001``): a separate value would be read
@@ -103,7 +104,7 @@ def test_recipe_step(benchmark, cifar10, arm, monkeypatch):
     benchmark.pedantic(lambda: t.train_step(*batches[2]), rounds=ROUNDS, iterations=1)
     med = benchmark.stats.stats.median
     steps = steps_in(cfg.epochs, FULL_TRAIN // cfg.batch_size)
-    side = batches[2][1].shape[-1]  # epoch 0's: the first side of a resolution curriculum
+    side = batches[2][0].side  # epoch 0's: the first side of a resolution curriculum
     benchmark.extra_info.update(
         batch=cfg.batch_size, side=side, seconds_per_1k_images=1000 * med / cfg.batch_size, steps=steps,
         # steps x median where every step is this one (None with a curriculum: the sides differ)
@@ -114,13 +115,18 @@ def test_recipe_step(benchmark, cifar10, arm, monkeypatch):
 
 @pytest.mark.parametrize("arm", ARMS)
 def test_recipe_batches(benchmark, cifar10, arm, monkeypatch):
-    """What the step's batches cost beside it: an epoch of three steps'
-    batches from ``epoch_batches`` (the order, the keyed augmentation
-    parameters, the augment op, the jitter, the epoch's side), per step."""
+    """What the step's batches cost within it: an epoch of three steps'
+    keys from ``epoch_batches`` (the order) and each key's batch (the keyed
+    augmentation parameters, the augment op, the jitter, the epoch's side),
+    per step."""
     t = arm_task(cifar10, arm, monkeypatch)
-    list(t.epoch_batches(0))  # warm-up
+
+    def batches() -> list[torch.Tensor]:
+        return [t.batch_of(key) for key, in t.epoch_batches(0)]
+
+    batches()  # warm-up
     benchmark.group = "recipe step's batches (--kernels cpu)"
-    benchmark.pedantic(lambda: list(t.epoch_batches(0)), rounds=ROUNDS, iterations=1)
+    benchmark.pedantic(batches, rounds=ROUNDS, iterations=1)
     benchmark.extra_info.update(batch=t.cfg.batch_size, steps_per_round=3,
                                 seconds_per_step=benchmark.stats.stats.median / 3,
                                 threads=torch.get_num_threads())

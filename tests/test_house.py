@@ -314,3 +314,65 @@ def test_the_word_scan_catches_planted_words_and_passes_legitimate_ones(tmp_path
     assert [f.split(": ")[0] for f in found] == [
         "docs/b.md:1", "docs/b.md:2", "docs/b.md:2", "docs/results/ab-issue43-amx/README.md:1",
         "pkg/a.py:1", "pkg/a.py:2"], found
+
+
+# The modules that may decide by the device's type. A CIFAR step's decisions
+# (precision, kernels, compile, capture, the optimisers' arithmetic, the loop's
+# reads, the clock's waits) are made once, in its plan (cifar/step.py), from the
+# resolvers below it; the rest decide for work outside the step: ImageNet's
+# trainer, the kernels' own launchers (each refuses or routes a tensor by its
+# device), the environment's report and the latency clock. A new module on this
+# list is a decision the plan should make instead.
+DEVICE_BRANCHES = {
+    "dawnbench_fast.cifar.step",  # the CIFAR step's plan
+    # the resolvers the plans call
+    "dawnbench_fast.config.precision", "dawnbench_fast.dispatch", "dawnbench_fast.execution.gpu_defaults",
+    "dawnbench_fast.execution.runtime", "dawnbench_fast.execution.distributed",
+    # outside the CIFAR step
+    "dawnbench_fast.cifar.tta", "dawnbench_fast.data.augment_cpu", "dawnbench_fast.data.host_copy",
+    "dawnbench_fast.hardware.gpu_info", "dawnbench_fast.imagenet.allreduce",
+    "dawnbench_fast.imagenet.step_rate", "dawnbench_fast.imagenet.task", "dawnbench_fast.models.resnet",
+    "dawnbench_fast.reporting.bench",
+    "dawnbench_fast.runner.command", "dawnbench_fast.runner.runs", "dawnbench_fast.training.latency",
+    "dawnbench_fast.kernels.launches", "dawnbench_fast.csrc.augment", "dawnbench_fast.csrc.bias_act",
+    "dawnbench_fast.csrc.bn_act", "dawnbench_fast.csrc.conv_group", "dawnbench_fast.csrc.conv_group_dgrad",
+    "dawnbench_fast.csrc.conv_group_wgrad", "dawnbench_fast.csrc.engine", "dawnbench_fast.csrc.gemm",
+    # the measuring tools
+    "dawnbench_fast.cifar.step_arms", "dawnbench_fast.cifar.step_timing", "dawnbench_fast.gpu_suite.ops",
+    "dawnbench_fast.gpu_suite.sweeps",
+}
+
+
+def device_branches(path: Path) -> list[int]:
+    """The lines of ``path`` that compare a device's type (``device.type ==
+    "cuda"``, ``x.device.type in (...)``) or read ``is_cuda``."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Compare):
+            for side in (node.left, *node.comparators):
+                if (isinstance(side, ast.Attribute) and side.attr == "type"
+                        and "dev" in ast.unparse(side.value)):
+                    out.add(node.lineno)
+        elif isinstance(node, ast.Attribute) and node.attr == "is_cuda":
+            out.add(node.lineno)
+    return sorted(out)
+
+
+def test_only_the_listed_modules_branch_on_the_device():
+    found = {name: lines for name, path in _modules().items() if (lines := device_branches(path))}
+    new = {name: lines for name, lines in found.items() if name not in DEVICE_BRANCHES}
+    assert not new, ("a decision by the device's type outside the modules that make them (the step's plan "
+                     f"reads it instead, or the module joins DEVICE_BRANCHES with why): {new}")
+    gone = DEVICE_BRANCHES - set(found)
+    assert not gone, f"listed in DEVICE_BRANCHES but no longer branching on the device: {sorted(gone)}"
+
+
+def test_the_device_scan_catches_planted_branches(tmp_path):
+    planted = tmp_path / "m.py"
+    planted.write_text("def f(x, dev, tok):\n"
+                       "    if x.device.type == 'cuda':\n"
+                       "        pass\n"
+                       "    a = dev.type in ('cpu',)\n"
+                       "    b = x.is_cuda\n"
+                       "    return tok.type == 1\n")
+    assert device_branches(planted) == [2, 4, 5]

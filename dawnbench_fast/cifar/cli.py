@@ -21,8 +21,7 @@ import torch
 from dawnbench_fast import atomic, dispatch
 from dawnbench_fast.cifar.evaluation import evaluate
 from dawnbench_fast.cifar.recipe import RECIPES, apply_overrides, fit_subset, validate
-from dawnbench_fast.cifar.task import CifarTask, Config, kernel_choices, load_model, save_model
-from dawnbench_fast.cifar.train_state import TrainState
+from dawnbench_fast.cifar.task import CifarTask, Config, kernel_choices, load_model, save_model, shared_tasks
 from dawnbench_fast.config import config_file
 from dawnbench_fast.config.overrides import ConfigError
 from dawnbench_fast.config.precision import with_resolved_precision
@@ -148,10 +147,10 @@ def recipe(cfg: Config, data: CifarData, device: torch.device, backend: str,
            args: argparse.Namespace) -> Recipe:
     """The recipe as the seed driver (dawnbench_fast.runner.runs) sees it."""
     ds = data.files
-    state = TrainState()  # one net and its optimisers for the warm-up and every seed
     return Recipe(
         entry="dawnbench_fast.cifar", dataset="CIFAR-10", model_name=MODEL_NAME,
-        make_task=lambda cfg: CifarTask(cfg, data.device_data, device, backend, state),
+        # one state, allocated by the run's first task, for the warm-up and every seed
+        make_task=shared_tasks(data.device_data, device, backend),
         misc=lambda cfg, backend: {
             "optimizer": "Muon (conv filters) + Nesterov SGD (biases, head)",
             "schedule": f"linear decay to 0 over {cfg.epochs} epochs, batch {cfg.batch_size}",
@@ -160,7 +159,7 @@ def recipe(cfg: Config, data: CifarData, device: torch.device, backend: str,
         },
         data={"root": str(ds.root), "layout": ds.layout, "verified_md5": ds.verified},
         save_model=lambda task, cfg, path: save_model(task.model, cfg, path),
-        # the step as run: captured as CUDA graphs or eager, and why (cifar.capture_plan)
+        # the step as run: captured as CUDA graphs or eager, and why (cifar.step)
         extra_result=lambda task, backend: {**kernel_choices(backend), "step": task.step_record()},
     )
 

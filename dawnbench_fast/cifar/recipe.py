@@ -141,7 +141,7 @@ class CifarRecipe:
     # 2026 record), default elsewhere; reduce-overhead or max-autotune: torch.compile's own
     # CUDA graphs, measured as the alternative to the captured step (which they then replace)
     compile_mode: str = "auto"
-    # The training step as CUDA graphs (cifar/static_step.py, cifar/capture_plan.py): auto =
+    # The training step as CUDA graphs (cifar/step.py): auto =
     # captured where the run allows it (CUDA; not pruning, not torchrun), else the eager step,
     # with why in run.json; off = the eager step; static = the captured step's static inputs
     # without graphs (any device: the capture's plumbing, or its cost, measured apart)

@@ -6,11 +6,11 @@ or ``op=face`` (``bn_act=triton``; several joined by ``+``), which runs
 that op on that face and every other op on torch's, through the same
 :class:`~dawnbench_fast.dispatch.PerOpBackend` that ``--kernels auto`` on a
 GPU hands the task. :func:`time_arm` builds the recipe's task on a
-:class:`~dawnbench_fast.cifar.train_state.TrainState` of its own, warms it
+:class:`~dawnbench_fast.cifar.step.TrainState` of its own, warms it
 up and captures its graphs through the trainer's path (train.warm_up on a
 throwaway task of the warm-up's seed sharing the state, as runner/runs.py
 does), then, on the timed task after its seed's init, replays each variant
-of the step (cifar.capture_plan: side, whitening bias) ``replays`` times on
+of the step (cifar.step: side, whitening bias) ``replays`` times on
 the first epoch at its side, each replay timed with CUDA events (the host's
 clock on the CPU, where the static step's body runs eagerly:
 ``capture=static``), and a few more under torch.profiler for the kernel
@@ -31,11 +31,9 @@ from pathlib import Path
 import torch
 
 from dawnbench_fast import dispatch
-from dawnbench_fast.cifar.capture_plan import StepVariant
-from dawnbench_fast.cifar.static_step import first_epoch_at
+from dawnbench_fast.cifar.step import StepKey, StepVariant
 from dawnbench_fast.cifar.step_kernels import group_times, weighted
-from dawnbench_fast.cifar.task import CifarTask, Config
-from dawnbench_fast.cifar.train_state import TrainState
+from dawnbench_fast.cifar.task import CifarTask, Config, shared_tasks
 
 STEP_OPS = ("bn_act", "augment", "conv_group", "linear", "newton_schulz")
 GPU_FACES = ("triton", "cuda")
@@ -141,13 +139,13 @@ class VariantRunner:
 
     def __init__(self, task: CifarTask, variant: StepVariant):
         self.task, self.variant = task, variant
-        self.epoch = first_epoch_at(task, variant.side)
+        self.epoch = task.first_epoch_at(variant.side)
         self.rows = task.epoch_rows(self.epoch)
 
     def __call__(self, i: int) -> torch.Tensor:
-        graphs, k = self.task.state.graphs, i % len(self.rows)
-        graphs.static.load(self.rows[k], self.epoch, k, self.task.cfg.seed)
-        self.last = graphs.run(self.task, self.variant)
+        k = i % len(self.rows)
+        key = StepKey(self.rows[k], self.epoch, k, self.task.cfg.seed, self.variant.side)
+        self.last = self.task.state.stepper(key, self.variant)
         return self.last
 
 
@@ -169,19 +167,18 @@ def time_arm(cfg: Config, arm: Arm, data, device: torch.device, replays: int, pr
     """One arm on ``data`` (the placed DeviceData): warm-up and capture
     through the trainer's path, then each variant's replays timed; the
     arm's record (see the module's doc)."""
-    from dawnbench_fast.runner.runs import warm_up_config
-    from dawnbench_fast.training.train import warm_up
+    from dawnbench_fast.runner.runs import warm_up_run
 
     backend = arm_backend(arm, device)
     torch._dynamo.reset()  # an arm's compiled graphs are its own, in one process too
-    state = TrainState()
-    make = lambda c: CifarTask(c, data, device, backend, state)  # noqa: E731
+    make = shared_tasks(data, device, backend)
+    task = make(cfg)  # as a seed does: the run's task (and its state) before the warm-up's
     t0 = time.perf_counter()
-    warm_up(make(warm_up_config(cfg)))
+    warm_up_run(make, cfg)
     warmup_s = time.perf_counter() - t0
-    task = make(cfg)
     task.init_model()
-    if state.graphs is None:
+    stepper = task.state.stepper
+    if stepper.static is None:
         why = "; ".join(task.plan.eager_why)
         raise ValueError(f"the step does not run with static inputs here ({why}): the in-step benchmark "
                          "times the static step (capture auto on CUDA, static on the CPU)")
@@ -204,8 +201,8 @@ def time_arm(cfg: Config, arm: Arm, data, device: torch.device, replays: int, pr
             "step_ms": step, "run_train_ms": sum(c * v["median"] for c, v in zip(counts, variants.values(),
                                                                                  strict=True)),
             "variants": variants, "first_loss": first_loss, "last_loss": last_loss,
-            "warmup_s": warmup_s, "capture_s": state.graphs.capture_seconds,
-            "captured": bool(state.graphs.graphs), "step": state.graphs.record(),
+            "warmup_s": warmup_s, "capture_s": stepper.capture_seconds,
+            "captured": bool(stepper.graphs), "step": stepper.record(),
             "timer": "cuda events" if device.type == "cuda" else "host clock",
             "kernel_time": weighted(profiles) if profiles else None,
             "kernel_time_why": None if profiles else (

@@ -1,8 +1,9 @@
-"""CIFAR-10's task: the recipe as the loop runs it (:class:`Config`), the
-step's loss, and :class:`CifarTask`, the training run that
-dawnbench_fast.training.train's loop drives (batches, step, evaluation,
-predictor, checkpoint state). Its net and optimisers are built, once per
-process, in dawnbench_fast.cifar.train_state.
+"""CIFAR-10's task: the recipe as the loop runs it (:class:`Config`) and
+:class:`CifarTask`, the training run that dawnbench_fast.training.train's
+loop drives (the epoch's step keys, the step, evaluation, predictor,
+checkpoint state). The step itself and its plan are in
+dawnbench_fast.cifar.step; everything it reads, allocated once per config,
+in dawnbench_fast.cifar.train_state.
 
 Every hyperparameter is a field of the recipe (dawnbench_fast.cifar.recipe);
 the evaluation (BN folded, test-time augmentation) is in
@@ -13,33 +14,29 @@ line in dawnbench_fast.cifar.cli.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from dawnbench_fast import dispatch
 from dawnbench_fast.cifar import evaluation as cifar_eval
-from dawnbench_fast.cifar.capture_plan import StepVariant, capture_plan
 from dawnbench_fast.cifar.evaluation import evaluate, inference_net
 from dawnbench_fast.cifar.recipe import CifarRecipe, validate
-from dawnbench_fast.cifar.static_step import CudaRecorder, StepGraphs, StepKey
-from dawnbench_fast.cifar.train_state import Layout, TrainState, load_state_in_place, net_of
+from dawnbench_fast.cifar.step import StepKey, StepVariant, TrainState, first_epoch_at, make_batch, plan_step
+from dawnbench_fast.cifar.train_state import Layout, load_state_in_place, net_of
 from dawnbench_fast.cifar.tta import selective_tta_logits
 from dawnbench_fast.config.overrides import ConfigError
 from dawnbench_fast.config.precision import with_resolved_precision
 from dawnbench_fast.csrc import conv_group, engine
-from dawnbench_fast.data import augment as aug
 from dawnbench_fast.data.cifar10 import load_cifar10
 from dawnbench_fast.data.cifar10_device import DeviceData, place_data
 from dawnbench_fast.data.host_copy import to_device
-from dawnbench_fast.data.progressive import at_side, epoch_side, first_epoch_of_each_side
+from dawnbench_fast.data.progressive import epoch_side, first_epoch_of_each_side
 from dawnbench_fast.data.pruning import EpochPruner
-from dawnbench_fast.execution import gpu_defaults
-from dawnbench_fast.execution.distributed import allreduce_grads, average_bn_statistics, world
+from dawnbench_fast.execution.distributed import average_bn_statistics, world
 from dawnbench_fast.execution.runtime import autocast
 from dawnbench_fast.models.cifar_net import CifarNet, FoldedCifarNet
 from dawnbench_fast.training import checkpoint
@@ -68,19 +65,7 @@ class Config(CifarRecipe):
         return CifarTask(cfg, data, device, backend)
 
 
-# -- The step's loss and the training task --------------------------------
-
-
-def forward_loss(model: CifarNet, x: torch.Tensor, y: torch.Tensor, whiten_bias_grad: bool,
-                 precision: str, label_smoothing: float, per_example: bool = False) -> torch.Tensor:
-    """The step's forward under autocast and its summed label-smoothed loss
-    (each example's, for pruning): what ``compile`` compiles (AOTAutograd
-    compiles its backward with it). The sum stays ATen's own reduction, so a
-    run without pruning computes exactly what it computed before pruning existed."""
-    with autocast(precision, x.device):
-        out = model(x, whiten_bias_grad=whiten_bias_grad)
-    return F.cross_entropy(out.float(), y, label_smoothing=label_smoothing,
-                           reduction="none" if per_example else "sum")
+# -- The training task ---------------------------------------------------
 
 
 class CifarTask:
@@ -92,11 +77,11 @@ class CifarTask:
 
     def __init__(self, cfg: Config, data: DeviceData, device: torch.device, backend: str,
                  state: TrainState | None = None):
-        """``state``: the net and optimisers, which the tasks of one config's
-        seeds (and its warm-up) may share so that they are built once per
-        process (cifar.train_state); a task of its own by default."""
+        """``state``: everything the step reads, which the tasks of one
+        config's seeds (and its warm-up) share so that it is allocated once
+        (cifar.train_state, :func:`shared_tasks`); allocated here, for this
+        task alone, by default."""
         self.cfg, self.data, self.device, self.backend = cfg, data, device, backend
-        self.state = TrainState() if state is None else state
         self.n_train = len(data.train_labels)
         self.batch = cfg.batch_within(self.n_train)  # refused, not cut, when larger than the set
         self.world = world()
@@ -117,22 +102,23 @@ class CifarTask:
         self.decay_steps = (sum(epoch_steps(cfg.epochs - cfg.lr_hold_epochs, whole)) if cfg.lr_hold_epochs
                             else self.total_steps)
         self.whiten_bias_steps = steps_in(cfg.whiten_bias_epochs, self.steps_per_epoch)
-        self.augment = dispatch.get_op("augment", backend)
         # one epoch of each training resolution, for the warm-up (train.warm_up)
-        side = data.side
-        self.warm_up_epochs = first_epoch_of_each_side(cfg.progressive, loop_epochs(cfg.epochs), side)
+        self.warm_up_epochs = first_epoch_of_each_side(cfg.progressive, loop_epochs(cfg.epochs), data.side)
         self.step = 0
-        self.model: CifarNet | None = None
-        self.splits = Splits(enabled=device.type == "cpu")
         self.alternate_whiten_bias = False  # prepare_warm_up: the throwaway warm-up task only
-        self.compiled = gpu_defaults.compile_enabled(cfg.compile, device)
-        mode = gpu_defaults.compile_mode(cfg.compile_mode, device)
-        self.forward_loss = (gpu_defaults.compiled(forward_loss, mode, fullgraph=True) if self.compiled
-                             else forward_loss)
-        # the step as CUDA graphs where the run allows it, else why not (run.json's "step")
-        self.plan = capture_plan(device, self.epoch_steps, cfg.progressive, side, self.whiten_bias_steps,
-                                 cfg.prune, self.world.distributed, cfg.capture,
-                                 mode if self.compiled else None)
+        # how the step runs, decided once (cifar.step): run.json's "step" says captured or eager, and why
+        self.plan = plan_step(cfg, device, backend, self.epoch_steps, data.side, self.whiten_bias_steps,
+                              self.world.distributed)
+        self.compiled = self.plan.compiled
+        self.splits = Splits(enabled=self.plan.splits)
+        self.host_read_every = self.plan.host_read_every
+        layout = Layout(self.total_steps, self.decay_steps, self.whiten_bias_steps, cfg.lr_floor)
+        if state is None:  # allocated here, up front: the net, its optimisers, the step's buffers
+            state = TrainState(cfg, self.plan, data, layout, len(range(self.batch)[self.share]))
+        state.check(cfg, layout)
+        self.state = state
+        self.model, self.optimizers, self.averager = state.model, state.optimizers, state.averager
+        self.forward_loss = state.forward_loss
 
     def prepare_warm_up(self) -> None:
         """Compiled, the step with the whitening bias trained and the step with
@@ -150,28 +136,35 @@ class CifarTask:
     def init_model(self) -> None:
         """Pad and normalise the data (DeviceData.prepare: on the clock, as the
         published recipe does), then the seed's initial net, its first conv
-        (``cfg.first_conv``) and fresh optimisers: the shared state reset in
-        place, or built on its first use (cifar.train_state)."""
+        (``cfg.first_conv``) and fresh optimisers, written into the state
+        allocated for the config (cifar.train_state)."""
         self.data.prepare()
-        layout = Layout(self.total_steps, self.decay_steps, self.whiten_bias_steps, self.cfg.lr_floor)
-        self.state.reset(self.cfg, layout, self.device, self.backend, self.data.whiten_x)
-        state = self.state
-        self.model, self.optimizers, self.averager = state.model, state.optimizers, state.averager
-        if self.plan.uses_static_step and state.graphs is None:  # built once, with the state
-            state.graphs = StepGraphs(self, self.plan, CudaRecorder() if self.plan.captured else None)
+        self.state.reset(self.cfg, self.pruner, self.splits)
         self.step = 0
 
     def capture_steps(self) -> None:
         """The step's graphs, recorded by the warm-up's task after its eager
         steps (train.warm_up): off the clock, kept by the shared state for
-        every seed (cifar.static_step). Nothing where the plan captures none."""
-        if self.state.graphs is not None:
-            self.state.graphs.capture(self)
+        every seed (cifar.step.Stepper). Nothing where the plan captures none."""
+        self.state.stepper.capture(self)
+
+    def variant_key(self, variant: StepVariant, index: int) -> StepKey:
+        """Step ``index`` of the run's first epoch at ``variant``'s side (the capture's self-test)."""
+        epoch = self.first_epoch_at(variant.side)
+        rows = self.epoch_rows(epoch)
+        return StepKey(rows[index % len(rows)], epoch, index, self.cfg.seed, variant.side)
+
+    def variant_start(self, variant: StepVariant) -> int:
+        """The run's step number at the start of its first epoch at ``variant``'s side."""
+        return sum(self.epoch_steps[:self.first_epoch_at(variant.side)])
+
+    def first_epoch_at(self, side: int) -> int:
+        """The run's first epoch whose training side is ``side``."""
+        return first_epoch_at(self.warm_up_epochs, self.cfg.progressive, self.data.side, side)
 
     def step_record(self) -> dict:
         """run.json's ``step``: captured or eager and why, the graphs and their capture time."""
-        graphs = self.state.graphs
-        return graphs.record() if graphs is not None else self.plan.record()
+        return self.state.stepper.record()
 
     def state_dict(self) -> dict:
         """Model, optimisers, step and RNG state: the run goes on bit for bit
@@ -204,25 +197,23 @@ class CifarTask:
         whiten_bias, norm_biases, head, filters = table[min(max(self.step - 1, 0), len(table) - 1)].tolist()
         return {"filters": filters, "whiten_bias": whiten_bias, "norm_biases": norm_biases, "head": head}
 
-    def epoch_batches(self, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        """(indices, augmented images) for each step of ``epoch`` (after init_model).
-        The epoch's order crosses to the device once; each step's indices are a
-        row of it there, and its augmentation is keyed on the device from them
-        (data.augment): nothing is computed on the host or copied per step."""
+    def epoch_batches(self, epoch: int) -> Iterator[tuple[StepKey]]:
+        """Each step's keys of ``epoch`` (after init_model): its images, a row
+        of the epoch's order, which crosses to the device once; the epoch,
+        the step's index, the seed and the side. The step makes its batch on
+        the device from them (cifar.step.train_step): nothing is computed on
+        the host or copied per step."""
         cfg = self.cfg
-        if self.data.padded is None:
+        if not self.data.prepared:
             raise RuntimeError("CifarTask.epoch_batches before init_model: init pads the data, on the clock")
         rows = self.epoch_rows(epoch)
         side = epoch_side(cfg.progressive, epoch, self.data.side)
         for i in range(len(rows)):
-            if self.plan.uses_static_step:  # the step makes its batch from its static inputs
-                yield rows[i], StepKey(epoch, i, side)
-                continue
-            self.splits.start()
-            idx = rows[i]
-            x = self.make_batch(idx, epoch, i, side)
-            self.splits.mark("augment")
-            yield idx, x
+            yield (StepKey(rows[i], epoch, i, cfg.seed, side),)
+
+    def batch_of(self, key: StepKey) -> torch.Tensor:
+        """The augmented images the step of ``key`` trains on (cifar.step.make_batch)."""
+        return make_batch(self.state, key, key.side)
 
     def epoch_rows(self, epoch: int) -> torch.Tensor:
         """``epoch``'s order on the device, one row (this rank's share of a
@@ -233,60 +224,17 @@ class CifarTask:
         steps = len(order) // self.batch
         return to_device(order[: steps * self.batch].reshape(steps, self.batch)[:, self.share], self.device)
 
-    def make_batch(self, idx: torch.Tensor, epoch: int | torch.Tensor, i: int | torch.Tensor,
-                   side: int, seed: int | torch.Tensor | None = None) -> torch.Tensor:
-        """The augmented batch of images ``idx``, step ``i`` of ``epoch``, at
-        ``side`` px, for ``seed`` (default: the config's): everything keyed on
-        the device, so ``epoch``, ``i`` and ``seed`` may be tensors there (a
-        captured step's static inputs, cifar.static_step)."""
-        cfg = self.cfg
-        seed = cfg.seed if seed is None else seed
-        p = aug.augment_params(seed, epoch, idx, cfg.translate, cfg.flip, cfg.cutout,
-                               alternate=cfg.flip_alternating)
-        x = self.augment(self.data.padded, idx, p, self.data.scale, self.data.shift)
-        if cfg.brightness or cfg.contrast:
-            x = aug.color_jitter(x, seed, epoch, idx, cfg.brightness, cfg.contrast)
-        # a per-image affine jitter and a window commute: the crop after it is the crop before it
-        x = at_side(x, side, cfg.progressive_mode, seed, epoch, i)
-        if not cfg.channels_last:  # the augmentation writes channels_last; the lesion's step is NCHW
-            x = x.contiguous()
-        return x
-
-    def train_step(self, idx: torch.Tensor, x: torch.Tensor | StepKey) -> StepLoss:
-        """One step on the augmented batch ``x`` of images ``idx``, or, given a
-        :class:`StepKey` (epoch_batches under a plan with static inputs), the
-        static step: its inputs loaded, its graph replayed (or its body run)."""
+    def train_step(self, key: StepKey) -> StepLoss:
+        """One step on ``key`` (cifar.step: eager, or its graph replayed), then
+        the tail average at the steps the host knows."""
         self.splits.start()
         self.model.train()
-        if isinstance(x, StepKey):
-            graphs = self.state.graphs
-            graphs.static.load(idx, x.epoch, x.index, self.cfg.seed)
-            loss = graphs.run(self, StepVariant(x.side, self.whiten_bias_grad()))
-        else:
-            loss = self.device_step(idx, x, self.whiten_bias_grad())
+        loss = self.state.stepper(key, StepVariant(key.side, self.whiten_bias_grad()))
         self.step += 1
         if self.averager is not None:  # at steps the host knows, after the step: not in its graph
             self.averager.after_step(self.step)
         self.splits.mark("optimizer")
-        return StepLoss(loss, len(idx))
-
-    def device_step(self, idx: torch.Tensor, x: torch.Tensor, whiten_bias_grad: bool) -> torch.Tensor:
-        """The step's device work (what a graph records): forward and loss,
-        backward, the gradients summed over the ranks, both optimisers at the
-        step's rates, the gradients dropped (so that a capture allocates them
-        in its pool). Returns the summed loss, detached."""
-        cfg, model = self.cfg, self.model
-        loss = self.forward_loss(model, x, self.data.train_labels[idx], whiten_bias_grad,
-                                 cfg.precision, cfg.label_smoothing, self.pruner is not None)
-        if self.pruner is not None:
-            loss = self.pruner.loss(idx, loss)
-        self.splits.mark("forward")
-        loss.backward()
-        allreduce_grads(model.parameters(), self.world)  # summed over the ranks (none in one process)
-        self.splits.mark("backward")
-        self.state.step_optimizers()  # the rates and the renormalisation read at the step's tensor
-        model.zero_grad(set_to_none=True)
-        return loss.detach()
+        return StepLoss(loss, len(key.idx))
 
     def evaluate(self, tta: bool, max_batches: int | None = None) -> Evaluation:
         """Test top-1 with the recipe's TTA views (``cfg.tta_level``) or one view."""
@@ -296,8 +244,8 @@ class CifarTask:
         return Evaluation(acc, None, level > 0, f"tta_level {level}")
 
     def folded(self) -> FoldedCifarNet:
-        """The net with BN folded, into the convs the state keeps for it (one
-        allocation per process: the evaluation on the clock rewrites them)."""
+        """The net with BN folded, into the convs the state keeps for it
+        (allocated with the state: the evaluation on the clock rewrites them)."""
         self.state.folded = inference_net(self.model, self.state.folded)
         return self.state.folded
 
@@ -325,6 +273,21 @@ class CifarTask:
 
 
 # -- Saved weights ---------------------------------------------------------
+
+
+def shared_tasks(data: DeviceData, device: torch.device, backend: str) -> Callable[[Config], CifarTask]:
+    """A maker of tasks that share one state, allocated by the first task
+    made (the run's, before the warm-up's): the warm-up and every seed of a
+    command, which may differ only in their seed (cifar.train_state)."""
+    state: TrainState | None = None
+
+    def make(cfg: Config) -> CifarTask:
+        nonlocal state
+        task = CifarTask(cfg, data, device, backend, state)
+        state = task.state
+        return task
+
+    return make
 
 
 def save_model(model: CifarNet, cfg: Config, path: str | os.PathLike) -> None:

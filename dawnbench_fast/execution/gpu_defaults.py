@@ -36,9 +36,9 @@ _COMPILED: dict[tuple[Callable[..., Any], Any, str, bool], Callable[..., Any]] =
 # torch.compile's modes (Inductor's). auto: on CUDA the 2026 CIFAR record's
 # "max-autotune-no-cudagraphs" (Triton templates autotuned in the warm-up, and
 # no CUDA graphs of Inductor's own: the CIFAR step captures the whole step
-# itself, cifar/static_step.py); elsewhere Inductor's default. "reduce-overhead"
+# itself, cifar/step.py); elsewhere Inductor's default. "reduce-overhead"
 # and "max-autotune" are torch.compile's own CUDA-graph modes: the alternative
-# to the whole-step capture, which they then replace (cifar/capture_plan.py).
+# to the whole-step capture, which they then replace (cifar/step.py).
 COMPILE_MODES = ("auto", "default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune")
 TORCH_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 

@@ -33,6 +33,24 @@ def resolve_device(name: str) -> torch.device:
     return dev
 
 
+# Steps between two reads of device values on the host (the divergence record,
+# the progress bar's loss) on a GPU, where each read makes the host wait.
+FINITE_CHECK_EVERY = 32
+
+
+def synchronizes(device: torch.device) -> bool:
+    """Whether ``device`` runs asynchronously from the host, so that reading a
+    result (or a clock) there means waiting for it: CUDA; the CPU runs in line."""
+    return device.type == "cuda"
+
+
+def host_read_every(device: torch.device) -> int:
+    """Steps between the training loop's reads of device values on the host:
+    every step where a read costs nothing (the CPU), every
+    :data:`FINITE_CHECK_EVERY` where it makes the host wait for the device."""
+    return FINITE_CHECK_EVERY if synchronizes(device) else 1
+
+
 def set_threads(n: int) -> None:
     """Use ``n`` CPU threads in PyTorch and numba (0: leave their defaults)."""
     if n > 0:

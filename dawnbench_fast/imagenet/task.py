@@ -34,7 +34,7 @@ from dawnbench_fast.data.imagenet.source import ImageSource
 from dawnbench_fast.dispatch import KernelsUnavailable
 from dawnbench_fast.execution import gpu_defaults
 from dawnbench_fast.execution.distributed import World, average_bn_statistics, convert_sync_batchnorm, world
-from dawnbench_fast.execution.runtime import autocast
+from dawnbench_fast.execution.runtime import autocast, host_read_every, synchronizes
 from dawnbench_fast.imagenet.preflight import report, run_preflight
 from dawnbench_fast.imagenet.recipe import MEAN, STD, ImageNetRecipe, train_resolution, validate
 from dawnbench_fast.models.resnet import ResNet
@@ -217,7 +217,8 @@ class ImageNetTask:
         sides = [train_resolution(cfg, e) for e in range(loop_epochs(cfg.epochs))]
         self.warm_up_epochs = tuple(sides.index(s) for s in dict.fromkeys(sides))  # one per side
         self.latency_images = latency_images  # how many val images predictor() holds
-        self.splits = Splits(enabled=device.type == "cpu")
+        self.splits = Splits(enabled=not synchronizes(device))  # host timings: in line with the device only
+        self.host_read_every = host_read_every(device)
         self.compiled = gpu_defaults.compile_enabled(cfg.compile, device)
         self.forward_loss = gpu_defaults.compiled(forward_loss) if self.compiled else forward_loss
         self.net: ResNet | None = None

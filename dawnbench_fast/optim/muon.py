@@ -55,18 +55,20 @@ class Muon(torch.optim.Optimizer):
         total_steps: int = 1,
         batch_banks: bool = False,
         orthogonalize_batch: Callable[[torch.Tensor, int], torch.Tensor] = newton_schulz_batched,
+        fma: bool = True,
     ):
         """``orthogonalize(g2d, steps)`` is the backend's Newton-Schulz
         (``dispatch.get_op("newton_schulz", backend)``), used bank by bank;
         with ``batch_banks`` the banks of one shape go through
         ``orthogonalize_batch(g3d, steps)`` together instead (compiled where
         the step is). ``total_steps`` is the run's length, which
-        ``norm_ramp``'s progress is a share of."""
+        ``norm_ramp``'s progress is a share of. ``fma``: the update's fused
+        multiply-add (optim/updates.py; off where a graph replays it)."""
         super().__init__(params, dict(lr=lr, momentum=momentum, nesterov=nesterov, ns_steps=ns_steps,
                                       weight_decay=weight_decay, norm_every=norm_every,
                                       norm_ramp=norm_ramp, total_steps=total_steps))
         self.orthogonalize, self.orthogonalize_batch = orthogonalize, orthogonalize_batch
-        self.batch_banks = batch_banks
+        self.batch_banks, self.fma = batch_banks, fma
         self._renorm_tables: dict[tuple[int, torch.device], torch.Tensor] = {}
 
     def renorm_table(self, group: int, device: torch.device, upto: int = 0) -> torch.Tensor:
@@ -99,7 +101,7 @@ class Muon(torch.optim.Optimizer):
             else:
                 renorm = at_step(self.renorm_table(i, device), step)
             muon_update(params, [p.grad for p in params], momentum_buffers(self.state, params),
-                        group_rate(lrs, i, group, device), renorm, group, self._orthogonalize)
+                        group_rate(lrs, i, group, device), renorm, group, self._orthogonalize, self.fma)
 
     def _orthogonalize(self, grads: list[torch.Tensor], steps: int) -> list[torch.Tensor]:
         """Each bank's update, the banks of one shape batched with ``batch_banks``."""
@@ -118,7 +120,7 @@ class Muon(torch.optim.Optimizer):
 def muon_update(params: list[torch.Tensor], grads: list[torch.Tensor], bufs: list[torch.Tensor],
                 lr: torch.Tensor, renorm: torch.Tensor, group: dict,
                 orthogonalize: Callable[[list[torch.Tensor], int], list[torch.Tensor]],
-                fma: bool | None = None) -> None:
+                fma: bool = True) -> None:
     """One Muon step on tensors: momentum, the renormalisation where
     ``renorm`` (a 0-dim bool tensor) says so, the orthogonalised update at
     ``lr`` (0-dim float64), the decay. Bit for bit the per-parameter loop

@@ -16,8 +16,10 @@ from dawnbench_fast.optim.updates import group_rate, momentum_buffers, sgd_updat
 
 class NesterovSGD(torch.optim.Optimizer):
     def __init__(self, params: Iterable[torch.nn.Parameter] | Iterable[dict], lr: float = 0.01,
-                 momentum: float = 0.9, weight_decay: float = 0.0):
+                 momentum: float = 0.9, weight_decay: float = 0.0, fma: bool = True):
+        """``fma``: the updates' fused multiply-add (optim/updates.py; off where a graph replays them)."""
         super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay))
+        self.fma = fma
 
     @torch.no_grad()
     def step(self, lrs: torch.Tensor | None = None) -> None:  # noqa: D417
@@ -29,4 +31,5 @@ class NesterovSGD(torch.optim.Optimizer):
             if not params:
                 continue
             sgd_update(params, [p.grad for p in params], momentum_buffers(self.state, params),
-                       -group_rate(lrs, i, group, params[0].device), group["momentum"], group["weight_decay"])
+                       -group_rate(lrs, i, group, params[0].device), group["momentum"], group["weight_decay"],
+                       self.fma)

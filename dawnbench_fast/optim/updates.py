@@ -4,13 +4,14 @@ parameters' device. Nothing here reads a device value on the host or loops
 over parameters in Python (foreach ops), so a GPU can capture it and
 ``torch.compile(fullgraph=True)`` traces it (tests/optim/test_updates.py).
 
-One formulation differs by device, on purpose. ``params += scale * update``
-with ``scale`` a tensor is, on the CPU, ATen's add with ``alpha``: one fused
-multiply-add per element, the very bits the Python-float learning rates
-gave, so the CPU's trajectories (and its ten-seed record) are unchanged. A
-CUDA ``alpha`` would be read back on the host at every call, so there (and
-wherever ``fma=False`` asks) it is a multiply then an add: a rounding more,
-and nothing read back.
+One formulation is chosen per run, on purpose (``fma``, decided by the
+step's plan, cifar.step). ``params += scale * update`` with ``scale`` a
+tensor is, with ``fma``, ATen's add with ``alpha``: one fused multiply-add
+per element, the very bits the Python-float learning rates gave, so the
+CPU's trajectories (and its ten-seed record) are unchanged. On a GPU
+``alpha`` would be read back on the host at every call, so there
+(``fma=False``) it is a multiply then an add: a rounding more, and nothing
+read back.
 """
 
 from __future__ import annotations
@@ -18,11 +19,6 @@ from __future__ import annotations
 import torch
 
 Tensors = list[torch.Tensor]
-
-# The devices whose updates take ATen's fused ``alpha`` (see the module's doc).
-# Tests empty it to run the CPU with a GPU's arithmetic, as a captured step does.
-FMA_DEVICES = ("cpu",)
-
 
 def at_step(table: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
     """``table[step]`` for a 0-dim integer tensor ``step``, as an index_select:
@@ -46,12 +42,10 @@ def momentum_buffers(state: dict, params: Tensors) -> Tensors:
     return [state[p]["momentum_buffer"] for p in params]
 
 
-def scaled_add_(params: Tensors, updates: Tensors, scale: torch.Tensor, fma: bool | None = None) -> None:
+def scaled_add_(params: Tensors, updates: Tensors, scale: torch.Tensor, fma: bool = True) -> None:
     """params[i] += scale * updates[i]; ``scale`` a 0-dim tensor on the params'
-    device. ``fma``: one fused multiply-add (the CPU's default), or a
-    multiply then an add (elsewhere; what a captured graph replays)."""
-    if fma is None:
-        fma = scale.device.type in FMA_DEVICES
+    device. ``fma``: one fused multiply-add (the CPU's), or a multiply then
+    an add (a GPU's: what a captured graph replays)."""
     if fma:
         torch._foreach_add_(params, updates, alpha=scale)
     else:
@@ -74,7 +68,7 @@ def nesterov(grads: Tensors, bufs: Tensors, momentum: float) -> Tensors:
 
 
 def sgd_update(params: Tensors, grads: Tensors, bufs: Tensors, neg_lr: torch.Tensor, momentum: float,
-               weight_decay: float, fma: bool | None = None) -> None:
+               weight_decay: float, fma: bool = True) -> None:
     """One Nesterov SGD step of torch.optim.SGD's arithmetic (coupled weight
     decay: grad + weight_decay x param), ``neg_lr`` = -lr as a tensor."""
     if weight_decay:

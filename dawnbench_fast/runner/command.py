@@ -21,9 +21,9 @@ import torch
 from dawnbench_fast.config import fields
 from dawnbench_fast.execution.distributed import World
 from dawnbench_fast.runner import cli
-from dawnbench_fast.runner.runs import Recipe, check_resumed_records, profile_steps, run_seeds, warm_up_config
+from dawnbench_fast.runner.runs import Recipe, check_resumed_records, profile_steps, run_seeds, warm_up_run
 from dawnbench_fast.training.task import Task
-from dawnbench_fast.training.train import Phases, warm_up
+from dawnbench_fast.training.train import Phases
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,6 @@ def profiled_task(command: TaskCommand, cfg: Any, data: Any, device: torch.devic
     off unless asked for."""
     if device.type == "cuda":
         recipe = command.recipe(cfg, data, device, backend, args)
-        return recipe.make_task(cfg), lambda: warm_up(recipe.make_task(warm_up_config(cfg)))
+        return recipe.make_task(cfg), lambda: warm_up_run(recipe.make_task, cfg)
     prof_cfg = dataclasses.replace(cfg, compile="off") if cfg.compile == "auto" else cfg
     return command.make_task(prof_cfg, data, device, backend), None

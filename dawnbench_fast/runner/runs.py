@@ -245,6 +245,14 @@ def warm_up_config(cfg: Any) -> Any:
     return dataclasses.replace(cfg, seed=WARMUP_SEED)
 
 
+def warm_up_run(make_task: Callable[[Any], Task], cfg: Any) -> None:
+    """The trainer's warm-up for ``cfg``'s run, its one entry point: a
+    throwaway task of its own seed (:func:`warm_up_config`) made by
+    ``make_task`` (which shares the run's state, where the recipe has one)
+    through train.warm_up. Made after the run's own task, as a seed makes it."""
+    warm_up(make_task(warm_up_config(cfg)))
+
+
 def warm_up_only(recipe: Recipe, cfg: Any, device: torch.device, backend: str) -> dict:
     """Only the trainer's own warm-up, as :func:`train_resumable` runs it
     (the run's task made first, then the throwaway warm-up task: compile,
@@ -257,7 +265,7 @@ def warm_up_only(recipe: Recipe, cfg: Any, device: torch.device, backend: str) -
     phases = Phases(device)
     task = recipe.make_task(cfg)  # as a seed does: the run's task exists before the warm-up's
     with phases.timed("warmup"):
-        warm_up(recipe.make_task(warm_up_config(cfg)))
+        warm_up_run(recipe.make_task, cfg)
     execution = gpu_defaults.execution_record(device, cfg)
     return {"warmup_s": phases.seconds["warmup"], "compile_mode": execution["compile_mode"],
             "execution": execution, "device": str(device), "backend": backend,
@@ -276,7 +284,7 @@ def train_resumable(ctx: _Context, cfg: Any, run_dir: Path,
     saved = checkpoint.load_run(path, config) if ctx.args.resume and path.exists() else None
     task = recipe.make_task(cfg)
     with phases.timed("warmup"):
-        warm_up(recipe.make_task(warm_up_config(cfg)))
+        warm_up_run(recipe.make_task, cfg)
     resume, wall_start, resumes = None, time.time(), 0
     if saved is not None:
         # the task's own state (load_run checked the rest): a tensor of another size, a key missing

@@ -138,6 +138,7 @@ class Task(Protocol):
     epoch_steps: list[int]  # steps of each epoch the loop runs (task.epoch_steps)
     total_steps: int  # sum(epoch_steps)
     splits: Splits  # seconds per part of the step, for the report
+    host_read_every: int  # steps between the loop's reads of device values (execution.runtime)
     # The warm-up (train.warm_up) trains two steps of each of these epochs: one
     # per shape the run's steps take (e.g. each side of a resolution curriculum).
     warm_up_epochs: tuple[int, ...]

@@ -32,6 +32,7 @@ import nvtx
 import torch
 
 from dawnbench_fast.execution.distributed import world
+from dawnbench_fast.execution.runtime import synchronizes
 from dawnbench_fast.training.task import Evaluation, LoopConfig, Predict, StepLoss, Task, loop_epochs
 
 NVTX_DOMAIN = "dawnbench"
@@ -60,7 +61,7 @@ class Phases:
         """``energy``: a reading of the GPU's energy counter in joules
         (dawnbench_fast.hardware.gpu_info.energy_reader), for the joules of each phase."""
         self.device = device
-        self.events = timer is None and device.type == "cuda"
+        self.events = timer is None and synchronizes(device)
         self.timer = timer or time.perf_counter
         self.energy = energy
         self.seconds: dict[str, float] = {}
@@ -102,7 +103,7 @@ class Phases:
         return stop_host
 
     def _sync(self) -> None:
-        if self.device.type == "cuda":
+        if synchronizes(self.device):
             torch.cuda.synchronize(self.device)
 
     def add(self, name: str, seconds: float) -> None:
@@ -255,9 +256,10 @@ def train_epoch(task: Task, epoch: int, progress: Any = None) -> float | None:
     A nan or inf loss stops the run with the step number. The check reads the
     loss on the host every step on the CPU, where that is free; on a GPU a
     device-side record of the first bad step is read every
-    :data:`FINITE_CHECK_EVERY` steps, never a per-step synchronisation (the
-    progress bar's loss is read at those steps only, for the same reason)."""
-    every = host_read_every(task.device)
+    ``task.host_read_every`` steps (execution.runtime.host_read_every), never
+    a per-step synchronisation (the progress bar's loss is read at those
+    steps only, for the same reason)."""
+    every = task.host_read_every
     first_step = sum(task.epoch_steps[:epoch])
     first_bad = torch.full((), -1, dtype=torch.int64, device=task.device)
     step = first_step
@@ -284,18 +286,6 @@ def train_epoch(task: Task, epoch: int, progress: Any = None) -> float | None:
     if w.distributed:  # one all-reduce per epoch: the mean over the global batches
         loss_sum, (examples,) = w.sum_float(loss_sum), w.sum_counts([examples])
     return loss_sum.item() / examples if examples else None
-
-
-# Steps between two reads of the device-side divergence record on a GPU.
-FINITE_CHECK_EVERY = 32
-
-
-def host_read_every(device: torch.device) -> int:
-    """Steps between the loop's reads of device values on the host (the
-    divergence record, the progress bar's loss): every step on the CPU, where
-    a read costs nothing; every :data:`FINITE_CHECK_EVERY` on a GPU, where each
-    read makes the host wait for the device."""
-    return 1 if device.type == "cpu" else FINITE_CHECK_EVERY
 
 
 def _raise_if_diverged(first_bad: torch.Tensor, loss: StepLoss | None) -> None:

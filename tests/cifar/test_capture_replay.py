@@ -20,9 +20,9 @@ from support.host_reads import HostOp, no_host_ops
 from support.recorders import AtenRecorder, ReplayingRecorder
 from support.seed_runs import same_weights, seed_runs
 
-from dawnbench_fast.cifar import static_step
-from dawnbench_fast.cifar.train_state import TrainState
-from dawnbench_fast.optim import updates
+from dawnbench_fast.cifar import step as cifar_step
+from dawnbench_fast.cifar import train_state
+from dawnbench_fast.cifar.step import TrainState
 from dawnbench_fast.reporting.bench import step_line
 
 
@@ -30,18 +30,18 @@ from dawnbench_fast.reporting.bench import step_line
 def gpu_arithmetic(monkeypatch):
     """The optimisers' updates as on a GPU: a multiply then an add, the rate a
     tensor operand (the CPU's fused add reads it on the host as ``alpha``)."""
-    monkeypatch.setattr(updates, "FMA_DEVICES", ())
+    monkeypatch.setattr(cifar_step, "FMA_DEVICES", ())
 
 
 def live_tensors(task) -> dict[str, torch.Tensor]:
     """Every tensor of the task that the step reads: the net, the optimisers'
     state and the step counter, the data, the labels, the normalisation,
     the rate table and the static inputs."""
-    graphs = task.state.graphs
-    named = {f"state[{i}]": t for i, t in enumerate(static_step.mutable_tensors(task))}
+    static = task.state.stepper.static
+    named = {f"state[{i}]": t for i, t in enumerate(cifar_step.mutable_tensors(task.state))}
     named.update(padded=task.data.padded, labels=task.data.train_labels, scale=task.data.scale,
                  shift=task.data.shift, lr_table=task.state.lr_table,
-                 idx=graphs.static.idx, epoch=graphs.static.epoch, seed=graphs.static.seed)
+                 idx=static.idx, epoch=static.epoch, seed=static.seed)
     return named
 
 
@@ -71,24 +71,20 @@ def _counter_in_the_body(monkeypatch):
     """A Python counter in the body: the epoch offset by how many times the
     body ran (a captured graph keeps the count it saw at the capture)."""
     calls = [0]
-    real = static_step.StaticStep.body
+    real = cifar_step.train_step
 
-    def body(self, task, variant):
+    def body(state, key, variant):
         calls[0] += 1
-        saved = self.epoch
-        self.epoch = saved + calls[0]  # a Python int folded into a tensor op: frozen in a capture
-        try:
-            return real(self, task, variant)
-        finally:
-            self.epoch = saved
+        # a Python int folded into a tensor op: frozen in a capture
+        return real(state, key._replace(epoch=key.epoch + calls[0]), variant)
 
-    monkeypatch.setattr(static_step.StaticStep, "body", body)
+    monkeypatch.setattr(cifar_step, "train_step", body)
 
 
 def _rate_read_on_the_host(monkeypatch):
     """The CPU's own arithmetic: ATen's fused add takes the rate as ``alpha``,
     a Python scalar read from the tensor at the call (frozen in a capture)."""
-    monkeypatch.setattr(updates, "FMA_DEVICES", ("cpu",))
+    monkeypatch.setattr(cifar_step, "FMA_DEVICES", ("cpu",))
 
 
 def _step_counter_rebuilt(monkeypatch):
@@ -110,8 +106,6 @@ def _step_counter_rebuilt(monkeypatch):
 def _momentum_rebuilt(monkeypatch):
     """The optimisers' reset drops their buffers (the next step makes new ones)
     instead of zeroing them in place."""
-    from dawnbench_fast.cifar import train_state
-
     monkeypatch.setattr(train_state, "zero_state", lambda opt: opt.state.clear())
 
 
@@ -162,13 +156,13 @@ def test_the_step_needs_no_host_work_at_the_dispatcher(gpu_arithmetic):
         for opt in task.optimizers:
             if hasattr(opt, "batch_banks"):
                 opt.batch_banks = True
-        graphs = task.state.graphs
+        stepper = task.state.stepper
         for epoch in range(len(task.epoch_steps)):
-            for idx, key in task.epoch_batches(epoch):
-                graphs.static.load(idx, key.epoch, key.index, task.cfg.seed)
-                variant = static_step.StepVariant(key.side, task.whiten_bias_grad())
+            for key, in task.epoch_batches(epoch):
+                stepper.static.load(key)
+                variant = cifar_step.StepVariant(key.side, task.whiten_bias_grad())
                 with no_host_ops():
-                    bodies.append(graphs.static.body(task, variant))
+                    bodies.append(stepper.body(variant))
                 task.step += 1
 
     seed_runs("static", (0,), after_init=trapped)
@@ -208,16 +202,14 @@ def test_the_compiled_step_never_recompiles_after_the_warm_up(monkeypatch):
 def test_a_recompile_after_the_warm_up_is_an_error(monkeypatch):
     """The planted fault: the forward given a Python value that changes from
     step to step (a recompilation for each new value)."""
-    from dawnbench_fast.cifar import task as cifar_task
-
-    real = cifar_task.forward_loss
+    real = cifar_step.forward_loss
     steps = [0]
 
     def forward_loss(model, x, y, whiten_bias_grad, precision, label_smoothing, per_example=False):
         steps[0] += 1
         return real(model, x, y, whiten_bias_grad, precision, label_smoothing + steps[0] * 1e-6, per_example)
 
-    monkeypatch.setattr(cifar_task, "forward_loss", forward_loss)
+    monkeypatch.setattr(cifar_step, "forward_loss", forward_loss)
     with pytest.raises(Exception, match="[Rr]ecompil"):
         _compiled_seeds(monkeypatch)
 
@@ -273,7 +265,7 @@ class FakeCuda:
 
 def test_cuda_recorder_warms_up_and_captures_on_one_stream():
     cuda = FakeCuda()
-    recorder = static_step.CudaRecorder(cuda)
+    recorder = cifar_step.CudaRecorder(cuda)
     seen = []
 
     def body():

@@ -210,8 +210,10 @@ def test_prepare_on_the_device_equals_the_host_path_bit_for_bit(pad):
     cfg = dataclasses.replace(Config(), subset=257, eval_subset=131, batch_size=128, translate=pad,
                               whiten_images=97)
     data = place_data(ds, cfg, torch.device("cpu"))
-    assert data.padded is None and data.test_x is None and data.whiten_x is None  # nothing derived yet
+    assert not data.prepared  # nothing derived yet, but its memory allocated: prepare writes into it
+    memory = [t.data_ptr() for t in (data.padded, data.test_x, data.whiten_x)]
     data.prepare()
+    assert [t.data_ptr() for t in (data.padded, data.test_x, data.whiten_x)] == memory
     padded, test_x, whiten_x = _host_prepared(ds, 257, 131, pad, 97)
     np.testing.assert_array_equal(data.padded.numpy(), padded)
     assert data.padded.dtype == torch.uint8 and data.padded.is_contiguous()

@@ -205,13 +205,14 @@ def test_progressive_epochs_train_on_keyed_crops_of_the_full_batch():
     full.init_model()
     task.init_model()
     for epoch, side in enumerate((20, 27, 32)):
-        (i, x), (j, y) = next(task.epoch_batches(epoch)), next(full.epoch_batches(epoch))
-        assert torch.equal(i, j) and x.shape[-2:] == (side, side)
+        (a,), (b,) = next(task.epoch_batches(epoch)), next(full.epoch_batches(epoch))
+        x, y = task.batch_of(a), full.batch_of(b)
+        assert torch.equal(a.idx, b.idx) and x.shape[-2:] == (side, side)
         assert x.is_contiguous(memory_format=torch.channels_last)
         windows = [(a, b) for a in range(33 - side) for b in range(33 - side)
                    if torch.equal(x, y[..., a:a + side, b:b + side])]
         assert len(windows) == 1  # one window of the full-resolution batch, the same for every image
-        again = next(task.epoch_batches(epoch))[1]
+        again = task.batch_of(next(task.epoch_batches(epoch))[0])
         assert torch.equal(again, x)  # keyed by seed, epoch and step: a resumed run sees the same crops
     losses = [task.train_step(*next(task.epoch_batches(e))).total.item() for e in range(3)]
     assert all(0 < v < float("inf") for v in losses)
@@ -352,7 +353,7 @@ def test_channels_last_switch_sets_the_layout_of_the_step(channels_last):
     fmt, other = torch.channels_last, torch.contiguous_format
     if not channels_last:
         fmt, other = other, fmt
-    _, x = next(task.epoch_batches(0))
+    x = task.batch_of(next(task.epoch_batches(0))[0])
     assert x.is_contiguous(memory_format=fmt) and not x.is_contiguous(memory_format=other)
     w = task.model.groups[0].conv1.weight
     assert w.is_contiguous(memory_format=fmt) and not w.is_contiguous(memory_format=other)

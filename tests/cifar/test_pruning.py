@@ -84,7 +84,7 @@ def test_a_pruning_trainer_plans_visits_and_weighs_its_epochs():
     task.pruner.sample_loss = torch.rand(512, generator=torch.Generator().manual_seed(5)) + 0.1
     ranked = torch.argsort(task.pruner.sample_loss, stable=True)
     batches = list(task.epoch_batches(1))
-    seen = torch.cat([idx for idx, _ in batches])
+    seen = torch.cat([key.idx for key, in batches])
     assert len(batches) == 6 and len(seen) == 384 == len(set(seen.tolist()))
     assert set(ranked[256:].tolist()) <= set(seen.tolist())  # every high-loss image trains
     easy_seen = set(seen.tolist()) & set(ranked[:256].tolist())
@@ -92,8 +92,9 @@ def test_a_pruning_trainer_plans_visits_and_weighs_its_epochs():
     weight = task.pruner.weight
     assert weight[list(easy_seen)].eq(2.0).all() and weight[ranked[256:]].eq(1.0).all()
     before = task.pruner.sample_loss.clone()
-    idx, x = batches[0]
-    loss = task.train_step(idx, x)
+    key, = batches[0]
+    idx = key.idx
+    loss = task.train_step(key)
     assert not torch.equal(task.pruner.sample_loss[idx], before[idx])  # the step recorded its losses
     untouched = torch.ones(512, dtype=torch.bool)
     untouched[idx] = False

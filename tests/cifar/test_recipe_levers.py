@@ -68,8 +68,9 @@ def test_downsampled_epochs_resize_the_jittered_full_batch():
     full.init_model()
     task.init_model()
     for epoch, side in enumerate((20, 27, 32)):
-        (i, x), (j, y) = next(task.epoch_batches(epoch)), next(full.epoch_batches(epoch))
-        assert torch.equal(i, j) and x.shape[-2:] == (side, side)
+        (a,), (b,) = next(task.epoch_batches(epoch)), next(full.epoch_batches(epoch))
+        x, y = task.batch_of(a), full.batch_of(b)
+        assert torch.equal(a.idx, b.idx) and x.shape[-2:] == (side, side)
         # the resize of the jittered 32-px batch (the jitter of a resized one differs in rounding)
         assert torch.equal(x, downsample(y, side))
 

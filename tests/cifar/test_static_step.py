@@ -1,4 +1,4 @@
-"""The step with static inputs (cifar/static_step.py), run eagerly on the CPU
+"""The step with static inputs (cifar/step.py), run eagerly on the CPU
 as a captured graph would replay it: bit for bit the eager step's trajectory
 over a change of side and of whitening-bias state, every buffer it reads or
 keeps at the same address from step to step."""
@@ -12,8 +12,8 @@ from support.recorders import ReplayingRecorder
 from support.seed_runs import seed_runs
 
 from dawnbench_fast.cifar import Config
-from dawnbench_fast.cifar.capture_plan import StepVariant
-from dawnbench_fast.cifar.static_step import StaticStep, StepKey
+from dawnbench_fast.cifar import step as cifar_step
+from dawnbench_fast.cifar.step import StaticKeys, StepKey, StepVariant, train_step
 from dawnbench_fast.data.progressive import epoch_side
 
 
@@ -33,15 +33,15 @@ def test_static_inputs_train_as_the_eager_step(mode):
 
     task = type(base)(cfg, base.data, base.device, base.backend)
     task.init_model()
-    static = StaticStep(task)
+    static = StaticKeys(cfg.batch_size, task.device)
     losses, seen, addresses = [], [], None
     for epoch in range(3):
         side = epoch_side(cfg.progressive, epoch, 32)
         for i, row in enumerate(task.epoch_rows(epoch)):
             variant = StepVariant(side, task.whiten_bias_grad())
             seen.append(variant)
-            static.load(row, epoch, i, cfg.seed)
-            losses.append(static.body(task, variant))
+            key = static.load(StepKey(row, epoch, i, cfg.seed, side))
+            losses.append(train_step(task.state, key, variant))
             task.step += 1
             task.averager.after_step(task.step)
             now = [t.data_ptr() for t in (static.idx, static.epoch, static.index, static.seed,
@@ -96,8 +96,8 @@ def test_auto_on_the_cpu_keeps_the_eager_step_and_says_why():
     record = task.step_record()
     assert not record["captured"] and not record["static_inputs"]
     assert record["eager_why"] == ["the step runs on cpu: CUDA graphs replay on CUDA devices only"]
-    assert task.state.graphs is None
-    assert all(not isinstance(x, StepKey) for _, x in task.epoch_batches(0))
+    assert task.state.stepper.static is None  # the keys as given, no static buffers
+    assert all(isinstance(key, StepKey) and not torch.is_tensor(key.epoch) for key, in task.epoch_batches(0))
 
 
 def test_captured_steps_replay_for_every_seed_as_the_eager_step(monkeypatch):
@@ -105,13 +105,11 @@ def test_captured_steps_replay_for_every_seed_as_the_eager_step(monkeypatch):
     per variant of the plan and replays each once; every later step of every
     seed replays its variant's graph (never the body directly) after loading
     its inputs, and the seeds' losses and weights are the eager step's."""
-    from dawnbench_fast.cifar import static_step
-
     recorder = ReplayingRecorder()
     calls = []
-    real_body = static_step.StaticStep.body
-    monkeypatch.setattr(static_step.StaticStep, "body",
-                        lambda self, task, v: calls.append(v) or real_body(self, task, v))
+    real_body = cifar_step.train_step
+    monkeypatch.setattr(cifar_step, "train_step",
+                        lambda state, key, v: calls.append(v) or real_body(state, key, v))
     eager = _runs("off", (0, 1))
     calls.clear()
     got = _runs("static", (0, 1), recorder)

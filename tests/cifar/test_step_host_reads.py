@@ -19,7 +19,7 @@ from support.host_reads import HostRead, HostTensor, no_host_reads, no_host_tens
 
 from dawnbench_fast import dispatch
 from dawnbench_fast.cifar import Config
-from dawnbench_fast.cifar.static_step import StepKey
+from dawnbench_fast.cifar.step import StepKey, make_batch
 from dawnbench_fast.data import augment as A
 
 
@@ -52,17 +52,17 @@ def test_batches_and_steps_read_no_tensor_back(kernels, mode):
     sides = []
     with no_host_reads():
         for epoch in range(2):  # 24 px, then 32: the whitening bias trained, then frozen
-            for idx, x in task.epoch_batches(epoch):
-                sides.append(x.shape[-1])
-                loss = task.train_step(idx, x)
+            for key, in task.epoch_batches(epoch):
+                sides.append(make_batch(task.state, key, key.side).shape[-1])
+                loss = task.train_step(key)
     assert sides == [24] * 3 + [32] * 3 and task.step == 6
     assert 0 < loss.per_example() < 10
     # the same steps with the trap off: the trap changed nothing
     again = dataclasses.replace(base).build_task(torch.device("cpu"))
     again.init_model()
     for epoch in range(2):
-        for idx, x in again.epoch_batches(epoch):
-            last = again.train_step(idx, x)
+        for batch in again.epoch_batches(epoch):
+            last = again.train_step(*batch)
     assert torch.equal(last.total, loss.total)
 
 
@@ -71,15 +71,15 @@ def test_the_forward_and_loss_trace_as_one_graph():
     host read (or anything else that breaks the graph) fails it. The
     augmentation's and the optimisers' pieces are traced whole in
     tests/ops/test_augment_hash.py and tests/optim/test_updates.py."""
-    from dawnbench_fast.cifar.task import forward_loss
+    from dawnbench_fast.cifar.step import forward_loss
 
     cfg = Config(subset=300, eval_subset=100, batch_size=100, epochs=2, whiten_images=100,
                  widths=(16, 32, 32), kernels="torch", precision="fp32", data_dir=str(cifar_dir()),
                  download=False)
     task = cfg.build_task(torch.device("cpu"))
     task.init_model()
-    idx, x = next(task.epoch_batches(0))
-    y = task.data.train_labels[idx]
+    key, = next(task.epoch_batches(0))
+    x, y = make_batch(task.state, key, key.side), task.data.train_labels[key.idx]
     compiled = torch.compile(forward_loss, fullgraph=True, backend="aot_eager", dynamic=False)
     for whiten_bias_grad in (True, False):
         got = compiled(task.model, x, y, whiten_bias_grad, "fp32", cfg.label_smoothing)
@@ -118,16 +118,16 @@ def test_the_static_step_reads_nothing_back_and_makes_no_host_tensor(kernels, on
                  precision="bf16" if kernels == "cpu" else "fp32", data_dir=str(cifar_dir()), download=False)
     task = cfg.build_task(torch.device("cpu"))
     task.init_model()
-    assert task.plan.uses_static_step and task.state.graphs is not None
+    assert task.plan.uses_static_step and task.state.stepper.static is not None
     for epoch in range(2):
         batches = list(task.epoch_batches(epoch))  # the epoch's order: one copy an epoch, outside the step
-        for idx, key in batches:
+        for key, in batches:
             assert isinstance(key, StepKey)
-            if task.step == 0:  # one-off set-up (Muon's renormalisation table): the warm-up's, before capture
-                task.train_step(idx, key)
+            if task.step == 0:  # one-off set-up (lazily made kernels' state): the warm-up's, before capture
+                task.train_step(key)
                 continue
             with no_host_reads(), no_host_tensors(allow=CPU_ALLOCATION):
-                loss = task.train_step(idx, key)
+                loss = task.train_step(key)
     assert task.step == 6 and 0 < loss.per_example() < 10
 
 

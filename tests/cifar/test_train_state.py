@@ -1,7 +1,8 @@
-"""The net and optimisers built once per process (cifar/train_state.py): a
+"""The step's state allocated once, up front (cifar/train_state.py): a
 seed trained on a state reset in place (after a warm-up seed and after
 another seed) ends bit for bit where a freshly built one does, its tensors
-never rebound; a state is not shared across configs."""
+never rebound, none made after the task that allocated them; a state is not
+shared across configs."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from support.cifar_data import cifar_dir
 
 from dawnbench_fast import dispatch
 from dawnbench_fast.cifar import CifarTask, Config
-from dawnbench_fast.cifar.train_state import TrainState
+from dawnbench_fast.cifar.step import TrainState, mutable_tensors
+from dawnbench_fast.cifar.task import shared_tasks
+from dawnbench_fast.training.train import train_epoch, warm_up
 
 
 def _config(kernels: str, **kw) -> Config:
@@ -52,8 +55,8 @@ def test_a_reset_state_trains_each_seed_as_a_fresh_build(kernels):
     def task(seed: int, state: TrainState | None = None) -> CifarTask:
         return CifarTask(dataclasses.replace(base, seed=seed), data.data, data.device, data.backend, state)
 
-    shared = TrainState()
-    warm = task(9999, shared)  # the warm-up's seed, as runner/runs.py does: it ends evaluating
+    warm = task(9999)  # the warm-up's seed, as runner/runs.py does: it ends evaluating
+    shared = warm.state
     _train(warm, 2)
     warm.warm_up_evaluation()
     assert not shared.model.training
@@ -72,11 +75,43 @@ def test_a_reset_state_trains_each_seed_as_a_fresh_build(kernels):
 def test_a_state_serves_one_config_only():
     base = _config("torch")
     data = base.build_task(torch.device("cpu"))
-    shared = TrainState()
-    CifarTask(base, data.data, data.device, data.backend, shared).init_model()
+    shared = CifarTask(base, data.data, data.device, data.backend).state
     other = dataclasses.replace(base, lr_head=0.1)
     with pytest.raises(ValueError, match="built for another config"):
-        CifarTask(other, data.data, data.device, data.backend, shared).init_model()
+        CifarTask(other, data.data, data.device, data.backend, shared)
+
+
+def _memory(state: TrainState) -> dict[str, list[int]]:
+    """The address of every tensor the step and the evaluation read or write."""
+    data, stepper = state.data, state.stepper
+    return {"mutable": [t.data_ptr() for t in mutable_tensors(state)],
+            "data": [t.data_ptr() for t in (data.padded, data.test_x, data.whiten_x)],
+            "tables": [state.lr_table.data_ptr(), *(t.data_ptr() for o in state.optimizers
+                                                    for t in getattr(o, "_renorm_tables", {}).values())],
+            "average": [t.data_ptr() for t in state.averager.average],
+            "folded": [t.data_ptr() for t in state.folded.parameters()],
+            "static": [t.data_ptr() for t in (stepper.static.idx, stepper.static.epoch, stepper.static.seed)]}
+
+
+def test_the_state_is_allocated_before_the_warm_up_and_only_written_after():
+    """Everything the step reads is allocated when the run's first task is
+    made (before the warm-up, with the data's padded and normalised memory):
+    the warm-up, each seed's init and steps, and the evaluation make none of
+    it anew. Each optimiser's state has its buffers before any step."""
+    cfg = _config("torch", capture="static")
+    data = cfg.build_task(torch.device("cpu"))
+    make = shared_tasks(data.data, data.device, data.backend)
+    run = make(cfg)
+    before = _memory(run.state)
+    assert all(len(o.state) == sum(len(g["params"]) for g in o.param_groups) for o in run.optimizers)
+    warm_up(make(dataclasses.replace(cfg, seed=9999)))
+    for seed in (0, 1):
+        task = make(dataclasses.replace(cfg, seed=seed))
+        task.init_model()
+        for epoch in range(2):
+            train_epoch(task, epoch)
+        task.evaluate(tta=True)
+        assert _memory(task.state) == before, seed
 
 
 def test_a_resumed_state_is_loaded_into_the_buffers_a_captured_step_reads():

@@ -26,8 +26,7 @@ from dawnbench_fast.cifar.tta import (
     warm_up_selective_pass,
 )
 from dawnbench_fast.models.cifar_net import CifarNet, FoldedCifarNet
-from dawnbench_fast.runner.runs import warm_up_config
-from dawnbench_fast.training import train
+from dawnbench_fast.runner.runs import warm_up_run
 
 
 @pytest.mark.parametrize("cap", [1, 5, MIN_BUCKET, 9, 63, 64, 333, 1000])
@@ -183,7 +182,7 @@ def _warmed_task(monkeypatch, **fields) -> tuple[CifarTask, set[int], list[int]]
                  device="cpu", kernels="torch", precision="fp32", data_dir=str(cifar_dir()), download=False,
                  **fields)
     task = cfg.build_task(torch.device("cpu"))
-    train.warm_up(CifarTask(warm_up_config(task.cfg), task.data, task.device, task.backend))
+    warm_up_run(lambda c: CifarTask(c, task.data, task.device, task.backend, task.state), task.cfg)
     warmed, seen[:] = set(seen), []
     task.init_model()
     return task, warmed, seen

@@ -26,12 +26,12 @@ from support.cifar_data import cifar_dir
 
 from dawnbench_fast import cifar
 from dawnbench_fast.cifar import CifarTask, Config
-from dawnbench_fast.cifar.task import forward_loss
+from dawnbench_fast.cifar.step import forward_loss
 from dawnbench_fast.config import config_file
 from dawnbench_fast.config.overrides import ConfigError
 from dawnbench_fast.execution import gpu_defaults
 from dawnbench_fast.runner import cli, command
-from dawnbench_fast.runner.runs import warm_up_config
+from dawnbench_fast.runner.runs import warm_up_run
 from dawnbench_fast.training import train
 
 
@@ -124,8 +124,7 @@ def test_the_warm_up_compiles_every_graph_and_the_run_compiles_none(counting_bac
     task = cfg.build_task(torch.device("cpu"))
     assert task.compiled and task.whiten_bias_steps == 4 * whiten_bias_epochs
     # the warm-up's throwaway task, as dawnbench_fast.runner.runs makes it
-    warm = CifarTask(warm_up_config(task.cfg), task.data, task.device, task.backend)
-    train.warm_up(warm)
+    warm_up_run(lambda c: CifarTask(c, task.data, task.device, task.backend, task.state), task.cfg)
     assert len(counting_backend) == warm_up_graphs
     task.init_model()
     losses = [task.train_step(*b).per_example() for b in islice(train.batches_forever(task), 8)]

@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from dawnbench_fast.cifar import task as cifar_task  # noqa: E402
+from dawnbench_fast.cifar import step as cifar_step  # noqa: E402
 from dawnbench_fast.execution import distributed  # noqa: E402
 from dawnbench_fast.runner.runs import WARMUP_SEED  # noqa: E402
 
@@ -47,13 +47,14 @@ def run(trainer: str, out: Path, argv: list[str], processes: int = 1, timeout: i
 def ghost_loss(task, batch, slices: int) -> float:
     """CIFAR: step 1's loss as ``slices`` ranks with per-rank BN compute it."""
 
-    idx, x = batch
+    key, = batch
+    idx, x = key.idx, cifar_step.make_batch(task.state, key, key.side)
     model, cfg = copy.deepcopy(task.model), task.cfg  # its BN running statistics stay untouched
     y = task.data.train_labels[idx]
     total = 0.0
     for part in range(slices):
         s = slice(part * len(idx) // slices, (part + 1) * len(idx) // slices)
-        total += cifar_task.forward_loss(model, x[s], y[s], task.whiten_bias_grad(), cfg.precision,
+        total += cifar_step.forward_loss(model, x[s], y[s], task.whiten_bias_grad(), cfg.precision,
                                     cfg.label_smoothing).item()
     return total / len(idx)
 

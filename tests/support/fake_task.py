@@ -60,6 +60,7 @@ class FakeTask:
         self.epoch_steps = epoch_steps(cfg.epochs, lambda e: cfg.steps_per_epoch)
         self.total_steps = sum(self.epoch_steps)
         self.splits = Splits(enabled=False)
+        self.host_read_every = 1
         self.evals = 0
         self.warm_up_epochs = (0,)
 

@@ -1,5 +1,5 @@
-"""Stand-ins for the CUDA graph recorder (cifar/static_step.py's
-CudaRecorder), so that the capture protocol runs on the CPU.
+"""Stand-ins for the CUDA graph recorder (cifar/step.py's CudaRecorder),
+so that the capture protocol runs on the CPU.
 
 :class:`ReplayingRecorder` re-runs the Python body at every replay: it
 checks the protocol's plumbing, but it cannot see what a capture breaks.
@@ -21,20 +21,19 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from dawnbench_fast.cifar import static_step
-from dawnbench_fast.cifar.capture_plan import CapturePlan
+from dawnbench_fast.cifar import step
 from support.host_reads import tensors_in
 
 
 def graphs_recorded_by(monkeypatch: Any, recorder: Any, self_test: bool = True) -> None:
-    """Every StepGraphs made while ``monkeypatch`` holds is a GPU plan's
+    """Every Stepper made while ``monkeypatch`` holds runs a GPU plan's step
     (captured, with the run's variants), its graphs recorded by ``recorder``."""
-    real_init = static_step.StepGraphs.__init__
+    real_init = step.Stepper.__init__
 
-    def captured(self, task, plan, _recorder):
-        real_init(self, task, CapturePlan(plan.variants), recorder, self_test)
+    def captured(self, state, plan, batch, _recorder=None, _self_test=True):
+        real_init(self, state, step.captured_plan(plan), batch, recorder, self_test)
 
-    monkeypatch.setattr(static_step.StepGraphs, "__init__", captured)
+    monkeypatch.setattr(step.Stepper, "__init__", captured)
 
 
 class ReplayingRecorder:

@@ -1,6 +1,6 @@
 """A warm-up and then a few seeds of a tiny CIFAR-10 config through the
-loop's own train_epoch, one TrainState shared by all as the command shares
-it: each seed's per-step losses, final weights and step record. With a
+loop's own train_epoch, one state shared by all as the command shares it
+(cifar.task.shared_tasks): each seed's per-step losses, final weights and step record. With a
 ``recorder``, the plan is made a GPU's (captured, with its variants) and
 its graphs are recorded by that stand-in (support/recorders.py)."""
 
@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from dawnbench_fast.cifar import Config
-from dawnbench_fast.cifar.train_state import TrainState
+from dawnbench_fast.cifar.task import shared_tasks
 from dawnbench_fast.training.train import train_epoch, warm_up
 from support.cifar_data import cifar_dir
 from support.recorders import graphs_recorded_by
@@ -41,16 +41,11 @@ def seed_runs(capture: str, seeds: tuple[int, ...], recorder: Any = None, self_t
             graphs_recorded_by(patch, recorder, self_test)
         cfg = Config(**{**TINY, "data_dir": str(cifar_dir()), "capture": capture, **overrides})
         base = cfg.build_task(torch.device("cpu"))
-        state = TrainState()
-
-        def make(seed: int):
-            return type(base)(dataclasses.replace(cfg, seed=seed), base.data, base.device, base.backend,
-                              state)
-
-        warm_up(make(99))
+        make = shared_tasks(base.data, base.device, base.backend)
+        warm_up(make(dataclasses.replace(cfg, seed=99)))
         out = SeedRuns([], [], [], [])
         for seed in seeds:
-            task = make(seed)
+            task = make(dataclasses.replace(cfg, seed=seed))
             task.init_model()
             if after_init is not None:
                 after_init(task)

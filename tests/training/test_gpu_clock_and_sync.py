@@ -17,6 +17,7 @@ import torch
 from support.fake_task import FakeConfig, FakeTimer
 
 from dawnbench_fast.data.host_copy import to_device
+from dawnbench_fast.execution import runtime
 from dawnbench_fast.training import train
 from dawnbench_fast.training.task import StepLoss
 from dawnbench_fast.training.train import Phases
@@ -88,7 +89,6 @@ def test_the_loop_reads_device_values_only_every_few_steps(monkeypatch):
     real_check = train._raise_if_diverged
     monkeypatch.setattr(train, "_raise_if_diverged",
                         lambda bad, loss: checks.append(1) or real_check(bad, loss))
-    monkeypatch.setattr(train, "host_read_every", lambda device: 4)  # as on a GPU, every 4th step
 
     class Bar:
         def update(self, n: int) -> None:
@@ -98,13 +98,14 @@ def test_the_loop_reads_device_values_only_every_few_steps(monkeypatch):
             shown.append(kw["loss"])
 
     task = FakeConfig(steps_per_epoch=12).build_task(torch.device("cpu"))
+    task.host_read_every = 4  # as on a GPU's plan, every 4th step
     train.train_epoch(task, 0, Bar())
     assert shown.count("update") == 12  # the bar moves every step
     assert len(reads) == 3 and len(shown) == 12 + 3  # the loss is read and shown at steps 4, 8, 12
     assert len(checks) == 3 + 1  # the divergence record: at those steps, and once at the epoch's end
     monkeypatch.undo()
-    assert train.host_read_every(torch.device("cpu")) == 1
-    assert train.host_read_every(torch.device("cuda")) == train.FINITE_CHECK_EVERY
+    assert runtime.host_read_every(torch.device("cpu")) == 1
+    assert runtime.host_read_every(torch.device("cuda")) == runtime.FINITE_CHECK_EVERY
 
 
 def test_host_arrays_reach_a_gpu_through_pinned_memory_without_blocking(monkeypatch):

@@ -1,16 +1,41 @@
-"""The capture plan (cifar/capture_plan.py): the step's graphs counted
-by hand for the default's curriculum, and each configuration the captured
-step cannot serve named with its reason."""
+"""The step's plan (cifar/step.py's plan_step): the step's graphs counted
+by hand for the default's curriculum, each configuration the captured step
+cannot serve named with its reason, and every device decision of the step
+made there."""
 
 from __future__ import annotations
 
 import torch
 
 from dawnbench_fast.cifar import Config
-from dawnbench_fast.cifar.capture_plan import StepVariant, capture_plan, step_variants
+from dawnbench_fast.cifar.step import StepPlan, StepVariant, plan_step, step_variants
+from dawnbench_fast.execution.runtime import FINITE_CHECK_EVERY
 from dawnbench_fast.training.task import epoch_steps, steps_in
 
 CUDA, CPU = torch.device("cuda"), torch.device("cpu")
+
+
+def plan_of(device: torch.device, steps: list[int], progressive: tuple[int, ...], full_side: int,
+                 bias: int, prune: float = 0.0, distributed: bool = False, choice: str = "auto",
+                 compile_mode: str | None = None) -> StepPlan:
+    """plan_step for a recipe with these fields (compiled in ``compile_mode``, or not at all)."""
+    cfg = Config(progressive=progressive, prune=prune, capture=choice, precision="fp32", kernels="torch",
+                 compile="on" if compile_mode else "off", compile_mode=compile_mode or "auto")
+    return plan_step(cfg, device, "torch", steps, full_side, bias, distributed)
+
+
+def test_the_device_decisions_are_the_plan_s():
+    """The CPU: ATen's fused add (its bits), each bank alone, the loop reading
+    every step, host timings; a GPU: a multiply then an add (nothing read
+    back), the banks batched, a read every FINITE_CHECK_EVERY steps, a clock
+    that waits for the device."""
+    cpu, gpu = plan_of(CPU, [4], (), 32, 0), plan_of(CUDA, [4], (), 32, 0)
+    def decisions(p: StepPlan) -> tuple:
+        return p.fma, p.batch_banks, p.host_read_every, p.synchronize, p.splits
+
+    assert decisions(cpu) == (True, False, 1, False, True)
+    assert decisions(gpu) == (False, True, FINITE_CHECK_EVERY, True, False)
+    assert not cpu.compiled and plan_of(CUDA, [4], (), 32, 0, compile_mode="default").compiled
 
 
 def test_the_default_s_graphs_against_a_hand_count():
@@ -19,7 +44,7 @@ def test_the_default_s_graphs_against_a_hand_count():
     steps = epoch_steps(cfg.epochs, lambda e: per_epoch)
     bias = steps_in(cfg.whiten_bias_epochs, per_epoch)
     assert (per_epoch, steps, bias) == (32, [32] * 9 + [16], 7)  # 9.5 epochs; 0.2 of an epoch, rounded up
-    plan = capture_plan(CUDA, steps, cfg.progressive, 32, bias)
+    plan = plan_of(CUDA, steps, cfg.progressive, 32, bias)
     assert plan.captured and plan.eager_why == ()
     # epochs 1-3 at 24 px (the bias trains for the first 7 steps), 4-6 at 28, the rest at 32
     assert list(plan.variants.items()) == [(StepVariant(24, True), 7), (StepVariant(24, False), 96 - 7),
@@ -38,28 +63,28 @@ def test_a_bias_that_outlives_the_first_side_and_no_curriculum():
 
 def test_what_the_captured_step_cannot_serve_is_named():
     steps = [4, 4]
-    assert not capture_plan(CPU, steps, (), 32, 0).captured
-    assert "CUDA devices only" in capture_plan(CPU, steps, (), 32, 0).eager_why[0]
-    pruned = capture_plan(CUDA, steps, (), 32, 0, prune=0.5)
+    assert not plan_of(CPU, steps, (), 32, 0).captured
+    assert "CUDA devices only" in plan_of(CPU, steps, (), 32, 0).eager_why[0]
+    pruned = plan_of(CUDA, steps, (), 32, 0, prune=0.5)
     assert not pruned.captured and "--set prune" in pruned.eager_why[0]
-    job = capture_plan(CUDA, steps, (), 32, 0, distributed=True)
+    job = plan_of(CUDA, steps, (), 32, 0, distributed=True)
     assert job.record()["captured"] is False and "torchrun" in job.record()["eager_why"][0]
-    assert len(capture_plan(CPU, steps, (), 32, 0, prune=0.5, distributed=True).eager_why) == 3
+    assert len(plan_of(CPU, steps, (), 32, 0, prune=0.5, distributed=True).eager_why) == 3
 
 
 def test_the_choices_of_capture_and_torch_compiles_own_graphs():
     steps = [4, 4]
-    off = capture_plan(CUDA, steps, (), 32, 0, choice="off")
+    off = plan_of(CUDA, steps, (), 32, 0, choice="off")
     assert not off.captured and not off.uses_static_step and "capture=off" in off.eager_why[0]
-    static = capture_plan(CUDA, steps, (), 32, 0, choice="static")
+    static = plan_of(CUDA, steps, (), 32, 0, choice="static")
     assert not static.captured and static.uses_static_step and static.record()["static_inputs"]
     # static on the CPU too (the plumbing without a GPU), but never where the run is blocked
-    assert capture_plan(CPU, steps, (), 32, 0, choice="static").uses_static_step
-    assert not capture_plan(CPU, steps, (), 32, 0, prune=0.5, choice="static").uses_static_step
+    assert plan_of(CPU, steps, (), 32, 0, choice="static").uses_static_step
+    assert not plan_of(CPU, steps, (), 32, 0, prune=0.5, choice="static").uses_static_step
     for mode in ("reduce-overhead", "max-autotune"):
-        own = capture_plan(CUDA, steps, (), 32, 0, compile_mode=mode)
+        own = plan_of(CUDA, steps, (), 32, 0, compile_mode=mode)
         assert not own.captured and f"compile_mode={mode}" in own.eager_why[0]
-    assert capture_plan(CUDA, steps, (), 32, 0, compile_mode="max-autotune-no-cudagraphs").captured
+    assert plan_of(CUDA, steps, (), 32, 0, compile_mode="max-autotune-no-cudagraphs").captured
 
 
 def test_compile_mode_auto_is_the_records_on_cuda_and_a_bad_one_is_refused():
