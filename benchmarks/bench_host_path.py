@@ -10,7 +10,7 @@ is the eager bound.
 
 One group per op (bn_act; the conv group), each with two rows: ``triton``
 (our face, every ``*_kernel`` of its modules replaced by a no-op launch,
-dawnbench_fast/gpu_suite/ops.py ``launches_skipped``) and ``torch`` (the
+tools/gpu_suite/ops.py ``launches_skipped``) and ``torch`` (the
 reference face on the same tiny tensors, its CPU kernels included: an upper
 bound of its host time). One round is ``CALLS`` forward + backward calls;
 ``BENCH_ROUNDS`` rounds (default 5). No GPU or Triton interpreter is needed:
@@ -28,7 +28,7 @@ import torch
 from knobs import env_int
 
 from dawnbench_fast import dispatch
-from dawnbench_fast.gpu_suite.ops import launches_skipped
+from tools.gpu_suite.ops import launches_skipped
 
 ROUNDS = env_int("BENCH_ROUNDS", 5)
 CALLS = 200  # calls a round: a call is tens to hundreds of microseconds

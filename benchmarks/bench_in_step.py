@@ -1,7 +1,7 @@
 """The in-step benchmark: the captured CIFAR training step timed
 with ``--kernels torch``, ``auto`` and each of our faces switched in one op
-at a time. Everything is in dawnbench_fast/cifar/step_timing.py; this is its
-command line:
+at a time. Everything is in tools/step_timing.py (the project's measuring
+tools, beside the package and never installed); this is its command line:
 
     python benchmarks/bench_in_step.py --out in-step.json                    # on a GPU
     python benchmarks/bench_in_step.py --out in-step.json --arms torch,auto,bn_act=triton --budget-s 240
@@ -16,8 +16,13 @@ table of ``--kernels auto``.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
-from dawnbench_fast.cifar.step_timing import main
+# the checkout, so that tools/ is found from any working directory (Python puts
+# the script's own folder, benchmarks/, on the path, not the checkout)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tools.step_timing import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

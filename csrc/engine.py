@@ -192,7 +192,7 @@ def partitions(m: int, c: int, cl: int, tiled: bool = False) -> int:
     blocks in all, each with at least 2k rows of work. Tiled (bn_act.cu's
     *_vec kernels, one block a partition): at least TILE_ELEMENTS elements a
     block and at most TILE_PARTITIONS_MAX blocks, so the finalize's loop over
-    partitions stays short (dawnbench_fast/gpu_suite/sweep_bn_act.py tunes both)."""
+    partitions stays short (tools/gpu_suite/sweep_bn_act.py tunes both)."""
     if tiled:
         return max(1, min(-(-m * c // TILE_ELEMENTS), TILE_PARTITIONS_MAX))
     blocks_per_part = (c + 31) // 32 if cl else c

@@ -133,7 +133,7 @@ class PerOpBackend(str):
     ``why`` op -> the measurement (or its absence) behind the choice and
     ``in_step`` op -> the in-step benchmark's figures behind it, where the
     table's row came from the captured step (kernel_winners.figures). The
-    in-step benchmark's arms (cifar/step_timing.py) are PerOpBackends too."""
+    in-step benchmark's arms (tools/step_timing.py) are PerOpBackends too."""
 
     choices: dict[str, str]
     why: dict[str, str]

@@ -2,12 +2,12 @@
 
 The table (``kernel_winners.json`` beside this module, committed) is keyed by
 the GPU's name as NVML reports it (``"NVIDIA H100 80GB HBM3"``). The GPU
-suite's ops part writes it (``python -m dawnbench_fast.gpu_suite``, ``--winners-out``) from
+suite's ops part writes it (``python -m tools.gpu_suite``, ``--winners-out``) from
 its medians: for each op, the backend whose summed median over the op's cases
 is lowest, torch eager's included, provided every case of that backend ran
 and agreed with torch: rows of ``source`` "eager" (a row without one is
 eager too). The in-step benchmark (benchmarks/bench_in_step.py,
-cifar/step_timing.py) times the whole captured training step with each face
+tools/step_timing.py) times the whole captured training step with each face
 switched in one op at a time; :func:`updated_table_in_step` merges its
 result: for each op it measured, the face whose arm's step is fastest,
 provided it beats torch's arm and its first step's loss agrees with torch's,
@@ -49,7 +49,8 @@ def load_table(path: Path | None = None) -> dict:
     table = json.loads(path.read_text())
     if table.get("schema_version") != SCHEMA_VERSION or not isinstance(table.get("gpus"), dict):
         raise ValueError(f"{path}: not a kernel winners table of schema {SCHEMA_VERSION} "
-                         "(rewrite it with python -m dawnbench_fast.gpu_suite --only ops --winners-out)")
+                         "(rewrite it with python -m tools.gpu_suite --only ops --winners-out, from the "
+                         "repository root)")
     return table
 
 
@@ -134,8 +135,8 @@ def gpu_entry(suite: dict, name: str | None = None) -> tuple[str, dict]:
     gpu = name or (env.get("gpu") or {}).get("name")
     cases = ((suite.get("parts") or {}).get("ops") or {}).get("cases")
     if not gpu or not cases:
-        raise ValueError("suite.json has no GPU name or no ops part: run python -m dawnbench_fast.gpu_suite "
-                         "--only ops on a GPU first")
+        raise ValueError("suite.json has no GPU name or no ops part: run python -m tools.gpu_suite "
+                         "--only ops on a GPU first (from the repository root)")
     by_op: dict[str, list[dict]] = {}
     for c in cases:
         by_op.setdefault(c["op"], []).append(c)
@@ -168,7 +169,7 @@ def _faces(arm: dict) -> dict[str, str]:
 
 
 def in_step_rows(result: dict) -> dict[str, dict]:
-    """{op: its table row} from an in-step result (cifar/step_timing.py):
+    """{op: its table row} from an in-step result (tools/step_timing.py):
     per op with at least one arm that switched it alone and ran, the face
     whose step median is lowest, torch's arm's included (a tie keeps torch);
     a face whose first step's loss differs from torch's arm's by more than

@@ -14,7 +14,7 @@ through the custom ops. Both paths call one implementation per kernel; the
 tests run both and compare them bit for bit.
 
 ``DAWNBENCH_OP_PATH=custom`` forces the custom ops everywhere (to measure
-the difference: gpu_suite/ops.py times both).
+the difference: tools/gpu_suite/ops.py times both).
 """
 
 from __future__ import annotations

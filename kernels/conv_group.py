@@ -76,7 +76,7 @@ def conv_blocks(cin: int, cout: int) -> tuple[int, int, int, int, int]:
     """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for the fused conv.
     tl.dot needs tiles of at least 16; BLOCK_M is a multiple of 4 (whole
     pooling windows). The tiles are the H100 sweep's winners at the recipe's
-    calls without spills (dawnbench_fast/gpu_suite/sweep_conv_group.py,
+    calls without spills (tools/gpu_suite/sweep_conv_group.py,
     docs/results/gpu-h100-2026-11-26b): 128x128x64 with 8 warps, except for
     the 24-channel input of the first group, where 64-row tiles with 4 warps
     took 0.93 ms against 1.26. Neither the GPU's triton 3.6 nor triton 3.9

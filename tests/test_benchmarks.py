@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
 # Studies of a whole run or a trained model, not timings of kernels or steps:
 # they stay scripts (docs/PERFORMANCE.md, "How to run, save and compare").
-# (The GPU suite, its sweeps and bounds are the package dawnbench_fast/gpu_suite/.)
+# (The GPU suite, its sweeps and bounds are measuring tools: tools/gpu_suite/.)
 SCRIPTS = {"bench_selective_tta.py", "bench_tta_views.py", "roofline_cifar_step.py", "bench_in_step.py"}
 HELPERS = {"conftest.py", "knobs.py", "script_entry.py"}
 # Sizes at which every benchmark runs in seconds (their figures mean nothing).

@@ -3,8 +3,8 @@
 A "cited path" is a token in the text that names a place in this repository:
 
 - a token that starts with one of the repository's top-level folders
-  (``dawnbench_fast/``, ``kernels/``, ``csrc/``, ``roofline/``, ``tests/``,
-  ``benchmarks/``, ``docs/``, ``.ci/``), in prose, in backticks, in a code
+  (``dawnbench_fast/``, ``kernels/``, ``csrc/``, ``roofline/``, ``tools/``,
+  ``tests/``, ``benchmarks/``, ``docs/``, ``.ci/``), in prose, in backticks, in a code
   block or as a link, resolved from the repository root (the docs' own
   convention: docs/FACTS.md);
 - a token that starts with a subpackage of ``dawnbench_fast/`` (``models/``,
@@ -21,7 +21,8 @@ are historical (the journal records what was true then).
 
 Scanned: README.md and docs/*.md; the module, class and
 function docstrings of the Python files in the package's folders
-(dawnbench_fast/, kernels/, csrc/, roofline/).
+(dawnbench_fast/, kernels/, csrc/, roofline/) and in the measuring tools'
+(tools/).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-TOP_FOLDERS = ("dawnbench_fast", "kernels", "csrc", "roofline", "tests", "benchmarks", "docs", ".ci")
+TOP_FOLDERS = ("dawnbench_fast", "kernels", "csrc", "roofline", "tools", "tests", "benchmarks", "docs", ".ci")
 TOP_FILES = ("pyproject.toml", "setup.py", "setup.cfg", "MANIFEST.in", "LICENSE", ".gitignore")
 # Subpackages of dawnbench_fast/ that docstrings and docs name without the
 # prefix. The fixed names stay checked after a move (a citation of the old
@@ -42,6 +43,7 @@ TOP_FILES = ("pyproject.toml", "setup.py", "setup.cfg", "MANIFEST.in", "LICENSE"
 SUBPACKAGES = ("models", "optim", "data", "analyze")
 SOURCE_SUFFIXES = (".py", ".cpp", ".h", ".hpp", ".cu", ".cuh", ".md", ".json", ".toml")
 PACKAGE_FOLDERS = ("dawnbench_fast", "kernels", "csrc", "roofline")
+SCANNED_FOLDERS = (*PACKAGE_FOLDERS, "tools")  # whose docstrings are read
 SKIP_DIRS = {"__pycache__", "build", "dist", "runs", "node_modules"}
 # Upper-case words that stand for a value the reader supplies.
 PLACEHOLDER_WORDS = {"X", "N", "NN", "NNNN", "S", "DIR", "PATH", "OUT", "FILE", "FOLDER", "NAME",
@@ -163,7 +165,7 @@ def python_files(root: Path, folders: tuple[str, ...] = PACKAGE_FOLDERS) -> list
     return sorted(files)
 
 
-def scan(root: Path, folders: tuple[str, ...] = PACKAGE_FOLDERS) -> list[str]:
+def scan(root: Path, folders: tuple[str, ...] = SCANNED_FOLDERS) -> list[str]:
     """Every cited path of the docs and the docstrings under ``root`` that does
     not exist, one 'where: path' line each (a docstring's line is the line its
     text starts on plus the line inside it)."""

@@ -10,7 +10,7 @@ import json
 import re
 from pathlib import Path
 
-from dawnbench_fast.analyze import results
+from tools import results
 
 ROOT = Path(__file__).resolve().parents[1]
 PERFORMANCE = ROOT / "docs" / "PERFORMANCE.md"

@@ -16,22 +16,20 @@ from dawnbench_fast.analyze import (  # noqa: E402
     batch_size,
     leaderboard,
     lesion,
-    results,
     stability,
     thresholds,
 )
 from dawnbench_fast.analyze.study_cli import PROG, release_out, split_trainer_args  # noqa: E402
 from dawnbench_fast.runner import cli  # noqa: E402
 
-COMMANDS = (stability, thresholds, batch_size, lesion, leaderboard, results)
+COMMANDS = (stability, thresholds, batch_size, lesion, leaderboard)
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = cli.OneLineParser(
         prog=PROG, description="The DAWNBench analyses: each trains (or reads with --from) the runs it "
         "needs and writes <command>.json, .png and .txt into --out. Trainer flags for every run go after "
-        "--, e.g. `stability --runs 5 -- --kernels torch`. `results` builds README's results table from "
-        "the committed runs instead. docs/ANALYSIS.md has the details.")
+        "--, e.g. `stability --runs 5 -- --kernels torch`. docs/ANALYSIS.md has the details.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=cli.OneLineParser)
     for module in COMMANDS:
         module.add_parser(sub)

@@ -106,7 +106,7 @@ def read_compare(path: str) -> dict:
             cpus.append(json.loads(run_json.read_text()).get("cpu_info"))
         except (OSError, ValueError):
             continue
-        dates += [d for d in map(_timestamp, sorted(run_json.parent.glob("*.json"))) if d]
+        dates += [d for d in map(timestamp_of, sorted(run_json.parent.glob("*.json"))) if d]
     cpu = next((c for c in cpus if c), None)
     # the DAWNBench training JSON beside a run states its day; else the file's (a copy's is its copying day)
     date = min(dates) if dates else \
@@ -117,7 +117,7 @@ def read_compare(path: str) -> dict:
             "date": date, "path": str(p)}
 
 
-def _timestamp(path: Path) -> str | None:
+def timestamp_of(path: Path) -> str | None:
     """The ``timestamp`` (a day) of a DAWNBench JSON, else None."""
     try:
         data = json.loads(path.read_text())

@@ -14,7 +14,7 @@ On the CPU compilation stays off unless asked for (``--compile``):
 compiling the CIFAR step on this project's 2-core CPU was measured slower than
 eager (docs/FACTS.md, "This machine class"). On an H200 these defaults gave
 the CIFAR-10 default a 27 s warm-up and a 2.7 s clock, 1.6x the published
-recipe's (dawnbench_fast/gpu_suite/, docs/PERFORMANCE.md, "CIFAR-10 to 94% on
+recipe's (tools/gpu_suite/, docs/PERFORMANCE.md, "CIFAR-10 to 94% on
 an H200").
 """
 

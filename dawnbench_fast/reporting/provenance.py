@@ -13,7 +13,7 @@ local ``.git`` says. Any file changed or missing: dirty, and the files are named
     # where the files are carried from:
     python -m dawnbench_fast.reporting.provenance stamp .gpu/kit/source.json
     # where they run (run.json and suite.json take the stamp's commit, verified):
-    DAWNBENCH_SOURCE_STAMP=.gpu/kit/source.json python -m dawnbench_fast.gpu_suite ...
+    DAWNBENCH_SOURCE_STAMP=.gpu/kit/source.json python -m tools.gpu_suite ...
     # one line; exit status 1 if a file differs from the stamp's commit:
     python -m dawnbench_fast.reporting.provenance check .gpu/kit/source.json
 

@@ -128,7 +128,7 @@ def _arm(name, ms, ops=None, first=2.30, last=1.1, status="ok"):
 
 
 def _in_step() -> dict:
-    """A made-up in-step result (cifar/step_timing.py's layout) on GPU."""
+    """A made-up in-step result (tools/step_timing.py's layout) on GPU."""
     return {"kind": "in-step", "recorded": "2026-11-28T09:00:00Z", "settings": {"replays": 200},
             "environment": {"gpu": {"name": GPU}, "git": {"sha": "def5678"}, "versions": {"torch": "2.13.0"}},
             "arms": [_arm("torch", 5.0), _arm("auto", 4.9, {"augment": "triton"}),

@@ -88,8 +88,9 @@ def test_a_stop_while_the_trainer_starts_is_one_line_and_its_status(tmp_path, si
     # the run it starts ends at once instead of training the default recipe in a process session of its own
     (["dawnbench_fast.analyze", "stability", "--runs", "1", "--", "--data-dir", "/nonexistent/cifar10",
       "--no-download"], "python -m dawnbench_fast.analyze"),
-    (["dawnbench_fast.gpu_suite", "--dry-run"], "gpu_suite"),
-], ids=["package", "imagenet", "analyze", "gpu_suite"])
+    (["tools.gpu_suite", "--dry-run"], "gpu_suite"),
+    (["tools.results", "docs/results"], "python -m tools.results"),
+], ids=["package", "imagenet", "analyze", "gpu_suite", "results"])
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
 def test_every_command_catches_a_stop_from_its_first_line(tmp_path, argv, prog, sig):
     ours, trainer = (argv[:argv.index("--")], argv[argv.index("--"):]) if "--" in argv else (argv, [])
@@ -102,7 +103,7 @@ def test_the_package_imports_nothing_heavy():
     """``python -m dawnbench_fast.X`` imports the package X before its
     __main__.py can install anything: that import must not pull in torch."""
     probe = ("import sys, dawnbench_fast.cifar, dawnbench_fast.imagenet, dawnbench_fast.analyze, "
-             "dawnbench_fast.gpu_suite, dawnbench_fast.runner.stopping; "
+             "tools.gpu_suite, dawnbench_fast.runner.stopping; "
              "print(sorted(m for m in ('torch', 'numpy') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -2,7 +2,7 @@
 trainer runs it, captured and replayed, with ``--kernels torch``, ``auto``
 and each of our faces switched in one op at a time, at the recipe's shapes.
 
-The arms and how one is timed are cifar/step_arms.py's; this module runs
+The arms and how one is timed are tools/step_arms.py's; this module runs
 the arms in turn under a budget and is the command line
 (benchmarks/bench_in_step.py). Cost: an arm with other kernels is another
 compiled graph and other CUDA graphs, so on CUDA every arm runs in a
@@ -14,7 +14,7 @@ shorten repeats). The budget stops starting arms that the mean arm so far
 says would not finish in it, and a running arm's process is ended at the
 budget; the result file is rewritten atomically after every arm, so a
 command killed at its limit keeps what it measured. The result also
-becomes the winners table of ``--kernels auto`` (kernel_winners.py,
+becomes the winners table of ``--kernels auto`` (dawnbench_fast/kernel_winners.py,
 ``--winners-out``). docs/GPU_SUITE.md ("The in-step benchmark") says how
 to run it on a GPU.
 """
@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,11 +39,12 @@ import torch
 
 from dawnbench_fast import atomic, dispatch
 from dawnbench_fast.cifar.recipe import RECIPES, apply_overrides
-from dawnbench_fast.cifar.step_arms import Arm, arm_backend, default_arms, parse_arm, time_arm
 from dawnbench_fast.cifar.task import Config
 from dawnbench_fast.execution.runtime import resolve_device
+from tools.step_arms import Arm, arm_backend, default_arms, parse_arm, time_arm
 
 SCHEMA_VERSION = 1
+CHECKOUT = Path(__file__).resolve().parents[1]  # the folder holding tools/
 # tiny shapes for the CPU dry run: seconds, not minutes (the static step's body, run eagerly);
 # one thread: two spinning on a shared 2-core machine made a step 30x slower
 DRY_RUN_SETS = ("subset=100", "eval_subset=50", "batch_size=50", "epochs=2", "whiten_images=50",
@@ -103,13 +105,14 @@ def arm_here(settings: Settings, arm: Arm, ready: tuple | None = None) -> dict:
 
 def arm_in_process(settings: Settings, arm: Arm, timeout_s: float, log: Path | None = None) -> dict:
     """One arm in a Python process of its own (``python -m
-    dawnbench_fast.cifar.step_timing --one-arm``), ended at ``timeout_s``;
-    its output kept in ``log`` where given."""
+    tools.step_timing --one-arm``, the checkout on its PYTHONPATH: tools/ is
+    never installed), ended at ``timeout_s``; its output kept in ``log``
+    where given."""
     with tempfile.TemporaryDirectory(prefix="in_step_arm_") as tmp:
         spec, out = Path(tmp) / "spec.json", Path(tmp) / "arm.json"
         spec.write_text(json.dumps({"settings": dataclasses.asdict(settings), "arm": arm.name}))
-        cmd = [sys.executable, "-m", "dawnbench_fast.cifar.step_timing", "--one-arm", str(spec), str(out)]
-        r = run_ended_at(cmd, timeout_s)
+        cmd = [sys.executable, "-m", "tools.step_timing", "--one-arm", str(spec), str(out)]
+        r = run_ended_at(cmd, timeout_s, env=with_the_checkout(os.environ))
         if log is not None:
             atomic.write_text(log, f"$ {' '.join(cmd)}\n{r.stdout}{r.stderr}")
         if r.returncode is None:
@@ -132,12 +135,22 @@ def unavailable(arm: Arm, device: torch.device) -> str | None:
     return None
 
 
-def run_ended_at(cmd: list[str], timeout_s: float) -> subprocess.CompletedProcess:
-    """``cmd`` in a process session of its own, its output captured; at
-    ``timeout_s`` the whole process session (Inductor's compile workers too) gets
-    TERM, then KILL ten seconds later, and ``returncode`` is None."""
+def with_the_checkout(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with the checkout (the folder holding tools/) first on
+    PYTHONPATH, so that a ``python -m tools.X`` child finds the tools from
+    any working directory."""
+    paths = [str(CHECKOUT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**env, "PYTHONPATH": os.pathsep.join(paths)}
+
+
+def run_ended_at(cmd: list[str], timeout_s: float,
+                 env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``cmd`` in a process session of its own (``env``: its environment,
+    default this one's), its output captured; at ``timeout_s`` the whole
+    process session (Inductor's compile workers too) gets TERM, then KILL ten
+    seconds later, and ``returncode`` is None."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, env=env)
     try:
         out, err = proc.communicate(timeout=max(1.0, timeout_s))
         return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
@@ -159,7 +172,7 @@ def header(settings: Settings, device: torch.device, arms: list[Arm], budget_s: 
 
     return {"schema_version": SCHEMA_VERSION, "kind": "in-step",
             "recorded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "environment": bench.environment(device, "dawnbench_fast.cifar.step_timing"),
+            "environment": bench.environment(device, "tools.step_timing"),
             "settings": {**dataclasses.asdict(settings), "sets": list(settings.sets)}, "budget_s": budget_s,
             "isolated": isolate, "planned": [a.name for a in arms], "arms": [], "stopped": None}
 

@@ -1,4 +1,4 @@
-"""The prepared measuring script (``python -m dawnbench_fast.gpu_suite.measure``)
+"""The prepared measuring script (``python -m tools.gpu_suite.measure``)
 on the CPU: its dry run goes through every stage (build, our trainer then the
 published script's stand-in, the profile) with a carried stamp and a
 carried cache, and leaves in the copy-back folder the files the command
@@ -28,12 +28,12 @@ import torch
 from support.cifar_data import cifar_dir
 
 from dawnbench_fast.csrc import native
-from dawnbench_fast.gpu_suite import background, carry, measure
-from dawnbench_fast.gpu_suite.record import comma_list
 from dawnbench_fast.reporting import provenance
+from tools.gpu_suite import background, carry, measure
+from tools.gpu_suite.record import comma_list
 
-ROOT = Path(__file__).resolve().parents[1]
-MEASURE = [sys.executable, "-m", "dawnbench_fast.gpu_suite.measure"]
+ROOT = Path(__file__).resolve().parents[2]
+MEASURE = [sys.executable, "-m", "tools.gpu_suite.measure"]
 RETURNED_NAME = re.compile(r"^[A-Za-z0-9._-]+$")  # the only names the command runner sends back
 
 
@@ -195,7 +195,7 @@ def test_the_procedures_commands_parse():
     script's parser takes, the background one with the warm stage."""
     text = (ROOT / "docs" / "GPU_SUITE.md").read_text()
     section = text[text.index("## The measuring procedure"):]
-    commands = re.findall(r"python3 -m dawnbench_fast\.gpu_suite\.measure([^\n`&>]*)", section)
+    commands = re.findall(r"python3 -m tools\.gpu_suite\.measure([^\n`&>]*)", section)
     assert len(commands) >= 2
     stages = []
     for rest in commands:

@@ -2,9 +2,9 @@
 build, the CIFAR-10 trainer's time to 94%, the published recipe beside it,
 every custom op against torch, and a roofline of the training step.
 
-    python -m dawnbench_fast.gpu_suite --out DIR [--only build,trainer,peer,ops,roofline]
+    python -m tools.gpu_suite --out DIR [--only build,trainer,peer,ops,roofline]
                                        [--peer PATH/airbench94_muon.py] [--data-dir CIFAR_DIR]
-    python -m dawnbench_fast.gpu_suite --out DIR --dry-run      # every part on tiny shapes, no timing (CPU)
+    python -m tools.gpu_suite --out DIR --dry-run      # every part on tiny shapes, no timing (CPU)
 
 Each part is one step of a measurement campaign on a GPU machine reached by
 a command runner that cuts each command at ten minutes, so each keeps to ``--part-budget``
@@ -34,7 +34,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from dawnbench_fast.gpu_suite.record import (
+from tools.gpu_suite.record import (
     Stopped,
     Suite,
     UsageError,
@@ -46,8 +46,8 @@ from dawnbench_fast.gpu_suite.record import (
     stop_on_signals,
     tail,
 )
-from dawnbench_fast.gpu_suite.roofline_part import part_roofline
-from dawnbench_fast.gpu_suite.training_parts import part_peer, part_trainer
+from tools.gpu_suite.roofline_part import part_roofline
+from tools.gpu_suite.training_parts import part_peer, part_trainer
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout the build part installs
 PARTS = ("build", "trainer", "peer", "ops", "roofline")
@@ -160,7 +160,7 @@ def part_ops(suite: Suite, args: argparse.Namespace) -> None:
     """Every custom op at the recipe's shapes: torch eager, torch.compile and
     our Triton and CUDA faces (CPU face in a dry run), with their error
     against torch eager (gpu_suite/ops.py)."""
-    from dawnbench_fast.gpu_suite import ops as gpu_suite_ops
+    from tools.gpu_suite import ops as gpu_suite_ops
 
     ops = set(args.ops.split(",")) if args.ops else None
     # an ops part split over commands (--ops) keeps the other ops' cases of the earlier ones
@@ -205,7 +205,7 @@ RUNNERS: dict[str, Callable[[Suite, argparse.Namespace], None]] = {
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m dawnbench_fast.gpu_suite",
+    p = argparse.ArgumentParser(prog="python -m tools.gpu_suite",
                                 description=__doc__.splitlines()[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--out", required=True, help="folder of suite.json, suite.log and the runs' files")

@@ -1,7 +1,7 @@
 """The roofline bound of every custom GPU op at the recipe's shapes, beside
 torch's measured time and ours: where a win is possible, and how large.
 
-    python -m dawnbench_fast.gpu_suite.bounds [--measured FILE] [--batch N] [--markdown]
+    python -m tools.gpu_suite.bounds [--measured FILE] [--batch N] [--markdown]
 
 A bound is max(bytes / DRAM bandwidth, FLOPs / tensor-core peak) on each GPU
 of roofline/peaks.py named here (H100 SXM, H200). The bytes are what the

@@ -1,4 +1,4 @@
-"""The measuring plan (gpu_suite/measure.py, gpu_suite/plan.py) against a
+"""The measuring plan (tools/gpu_suite/measure.py, tools/gpu_suite/plan.py) against a
 fake clock and fake commands with an H200's measured durations: from a cold
 machine a valid ratio comes back within 720 s of device time counted from
 the first command, whatever our trainer's cold warm-up in
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from dawnbench_fast.gpu_suite import background, measure, plan, training_parts
+from tools.gpu_suite import background, measure, plan, training_parts
 
 MACHINE_START_S, DATA_CALL_S, BUILD_S = 150.0, 35.0, 75.0
 PROCESS_S, SUITE_START_S, DEFAULT_COLD_S, WARM_CACHE_S = 10.0, 15.0, 27.0, 10.0

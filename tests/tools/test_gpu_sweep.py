@@ -1,6 +1,6 @@
-"""The GPU sweep scripts. dawnbench_fast/gpu_suite/sweep_bn_act.py: its dry
+"""The GPU sweep scripts. tools/gpu_suite/sweep_bn_act.py: its dry
 run goes through every configuration of both faces on the CPU (Triton's
-interpreter, the C++ build). dawnbench_fast/gpu_suite/sweep_conv_group.py: its dry run
+interpreter, the C++ build). tools/gpu_suite/sweep_conv_group.py: its dry run
 launches the conv group's two Triton GEMM kernels at every call of the
 recipe's step with two configurations each (batch 1), compares each
 configuration's outputs with the first's; its winners skip configurations
@@ -18,15 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from dawnbench_fast.gpu_suite import sweep_bn_act as gpu_sweep_bn_act
-from dawnbench_fast.gpu_suite import sweep_conv_group as conv_sweep
+from tools.gpu_suite import sweep_bn_act as gpu_sweep_bn_act
+from tools.gpu_suite import sweep_conv_group as conv_sweep
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(module: str, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    return subprocess.run([sys.executable, "-m", f"dawnbench_fast.gpu_suite.{module}", *args],
+    return subprocess.run([sys.executable, "-m", f"tools.gpu_suite.{module}", *args],
                           capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
 
 

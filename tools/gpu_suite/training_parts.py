@@ -15,8 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-from dawnbench_fast.gpu_suite import peer_io
-from dawnbench_fast.gpu_suite.record import Suite, run_logged, tail
+from tools.gpu_suite import peer_io
+from tools.gpu_suite.record import Suite, run_logged, tail
 
 # The trainer's flags in a dry run: enough steps to go through warm-up, training,
 # the final TTA evaluation and the latency loop, on the CPU, in seconds.

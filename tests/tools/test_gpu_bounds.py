@@ -1,4 +1,4 @@
-"""dawnbench_fast/gpu_suite/bounds.py: the bound table of the custom GPU ops,
+"""tools/gpu_suite/bounds.py: the bound table of the custom GPU ops,
 its bounds computed from the peaks table, and the measured times read from
 both sources it takes (a pytest-benchmark JSON, a GPU suite's suite.json)."""
 
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from dawnbench_fast.gpu_suite import bounds as gpu_bounds
+from tools.gpu_suite import bounds as gpu_bounds
 
 
 def _row(lines: list[str], op: str, shape: str) -> list[str]:
@@ -53,7 +53,7 @@ def test_a_suite_json_is_read_at_the_recipes_batch(tmp_path, capsys):
 
 
 def test_the_suites_case_names_are_the_bound_tables_keys():
-    from dawnbench_fast.gpu_suite import ops as gpu_suite_ops
+    from tools.gpu_suite import ops as gpu_suite_ops
 
     keys = {k.format(b=1536) for row in gpu_bounds.rows(1536) for k in row.keys}
     suite_cases = {c.name for c in gpu_suite_ops.cases(dry_run=False)}

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Protocol
 
 from dawnbench_fast import atomic
-from dawnbench_fast.gpu_suite import carry, plan
-from dawnbench_fast.gpu_suite.record import Logs, now, tail
-from dawnbench_fast.gpu_suite.training_parts import DRY_TRAINER_FLAGS
+from tools.gpu_suite import carry, plan
+from tools.gpu_suite.record import Logs, now, tail
+from tools.gpu_suite.training_parts import DRY_TRAINER_FLAGS
 
 KEEP_S = 20.0  # kept back at the end of a command for the caches' tarball
 MIN_STAGE_S = 20.0  # a stage with less than this left is skipped, not started

@@ -1,8 +1,8 @@
-"""The in-step benchmark (cifar/step_timing.py, cifar/step_arms.py
+"""The in-step benchmark (tools/step_timing.py, tools/step_arms.py
 and benchmarks/bench_in_step.py): its arms, its CPU dry run (the static step's
 body timed eagerly at tiny shapes, two arms, the result file's structure),
 its budget, and the captured step's kernel time by group from kernel names
-(cifar/step_kernels.py)."""
+(tools/step_kernels.py)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from support.cifar_data import cifar_dir
 from support.recorders import ReplayingRecorder, graphs_recorded_by
 
 from dawnbench_fast import dispatch
-from dawnbench_fast.cifar import step_arms, step_kernels, step_timing
 from dawnbench_fast.roofline.trace import Kernel, Trace
+from tools import step_arms, step_kernels, step_timing
 
 ROOT = Path(__file__).resolve().parents[2]
 CPU = torch.device("cpu")

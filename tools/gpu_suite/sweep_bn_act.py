@@ -3,7 +3,7 @@ write the table, name the winners (a GPU machine reached by a command
 runner is not under your hands between commands, so the whole sweep is one
 run).
 
-    python -m dawnbench_fast.gpu_suite.sweep_bn_act --out DIR [--batch N] [--dry-run]
+    python -m tools.gpu_suite.sweep_bn_act --out DIR [--batch N] [--dry-run]
 
 Sweeps, at the recipe's three BN shapes (bf16 channels_last, GELU, forward +
 backward with a given gradient, as the GPU suite's ops part times them):
@@ -41,7 +41,7 @@ import torch  # noqa: E402
 
 from dawnbench_fast import dispatch  # noqa: E402
 from dawnbench_fast.cifar.recipe import CifarRecipe  # noqa: E402
-from dawnbench_fast.gpu_suite.sweeps import patched, refusal, write_record  # noqa: E402
+from tools.gpu_suite.sweeps import patched, refusal, write_record  # noqa: E402
 
 TRITON_GRID = {"rows": (32, 64, 128), "block_c": (32, 64, 128), "warps": (4, 8)}
 # one structural change at a time from the defaults (a row each)
@@ -92,7 +92,7 @@ def _time(fn: Callable[[], object], dry_run: bool) -> float | None:
     fn()
     if dry_run:
         return None
-    from dawnbench_fast.gpu_suite.ops import kernel_time
+    from tools.gpu_suite.ops import kernel_time
 
     return float(kernel_time(fn, calls=20)["kernel_ms"])
 

@@ -1,4 +1,4 @@
-"""``python -m dawnbench_fast.analyze results``: README's results
+"""``python -m tools.results``: README's results
 table is what the committed run files give, pooled over every pair of the
 same code, and a dirty or unknown provenance is never a headline. Reads
 files only: no training."""
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from dawnbench_fast.analyze import results
-from dawnbench_fast.analyze.__main__ import main
 from dawnbench_fast.config.overrides import ConfigError
+from tools import results
+from tools.results import main
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "results"
@@ -30,21 +30,21 @@ def test_readme_table_is_what_the_run_files_give():
 
 
 def test_the_command_checks_readme():
-    assert main(["results", str(RESULTS), "--check", str(README)]) == 0
+    assert main([str(RESULTS), "--check", str(README)]) == 0
 
 
 def test_a_planted_difference_fails_the_check(tmp_path, capsys):
     readme = tmp_path / "README.md"
     readme.write_text(f"# x\n\n{results.BEGIN}\n{results.END}\n\nafter\n")
-    assert main(["results", str(RESULTS), "--write", str(readme)]) == 0
-    assert main(["results", str(RESULTS), "--check", str(readme)]) == 0
+    assert main([str(RESULTS), "--write", str(readme)]) == 0
+    assert main([str(RESULTS), "--check", str(readme)]) == 0
     text = readme.read_text()
     assert text.startswith("# x\n\n") and text.endswith(f"{results.END}\n\nafter\n")  # the rest kept
     ratio = re.search(r"\| (\d\.\d{3})", text).group(1)  # the first row's ratio, typed over
     typed = ratio[:-1] + str((int(ratio[-1]) + 1) % 10)
     readme.write_text(text.replace(f"| {ratio}", f"| {typed}", 1))
     capsys.readouterr()
-    assert main(["results", str(RESULTS), "--check", str(readme)]) == 1
+    assert main([str(RESULTS), "--check", str(readme)]) == 1
     out = capsys.readouterr().out
     assert "\n-| " in out and "\n+| " in out and typed in out and results.REGENERATE in out
 
@@ -52,7 +52,7 @@ def test_a_planted_difference_fails_the_check(tmp_path, capsys):
 def test_no_markers_is_a_one_line_error(tmp_path, capsys):
     readme = tmp_path / "README.md"
     readme.write_text("no table here\n")
-    assert main(["results", str(RESULTS), "--check", str(readme)]) == 2
+    assert main([str(RESULTS), "--check", str(readme)]) == 2
     assert "needs one <!-- results:begin -->" in capsys.readouterr().err
 
 

@@ -1,4 +1,4 @@
-"""The GPU suite (``python -m dawnbench_fast.gpu_suite``): its dry run goes through
+"""The GPU suite (``python -m tools.gpu_suite``): its dry run goes through
 every part on the CPU and leaves a suite.json a reader can use; a part cut at
 its budget keeps what it measured; the published script's table is parsed as
 it prints it; bad flags are one line and exit 2."""
@@ -16,17 +16,17 @@ import torch
 from support.cifar_data import cifar_dir
 
 from dawnbench_fast import dispatch
-from dawnbench_fast.gpu_suite import peer_io as gpu_suite_peer
-from dawnbench_fast.gpu_suite import suite as gpu_suite
-from dawnbench_fast.gpu_suite.record import Suite
-from dawnbench_fast.gpu_suite.roofline_part import kernel_pattern
 from dawnbench_fast.reporting import provenance
+from tools.gpu_suite import peer_io as gpu_suite_peer
+from tools.gpu_suite import suite as gpu_suite
+from tools.gpu_suite.record import Suite
+from tools.gpu_suite.roofline_part import kernel_pattern
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def suite(*args: str, timeout: float = 240, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dawnbench_fast.gpu_suite", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "tools.gpu_suite", *args], capture_output=True,
                           text=True, timeout=timeout, cwd=ROOT, env={**os.environ, **(env or {})})
 
 
@@ -244,8 +244,8 @@ def test_host_costs_time_every_piece_and_the_face_without_launches():
     """host_costs on the CPU (Triton's interpreter, one call a piece): every
     piece runs (a number, not an error line), bn_act's six launches each, and
     the Triton face with its launches skipped is timed beside it."""
-    from dawnbench_fast.gpu_suite import ops as gpu_suite_ops
     from dawnbench_fast.kernels import bn_act
+    from tools.gpu_suite import ops as gpu_suite_ops
 
     out = gpu_suite_ops.host_costs(torch.device("cpu"), calls=1)
     errors = {k: v for k, v in out.items() if not isinstance(v, float)}

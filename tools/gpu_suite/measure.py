@@ -7,9 +7,9 @@ machine (docs/GPU_SUITE.md, "The measuring procedure", gives the commands
 in order and their times):
 
     # in the first data call, in the background:
-    setsid nohup python3 -m dawnbench_fast.gpu_suite.measure --work W --stages build,warm &
+    setsid nohup python3 -m tools.gpu_suite.measure --work W --stages build,warm &
     # once the data is there:
-    python3 -m dawnbench_fast.gpu_suite.measure --work W --copy-to OUT \\
+    python3 -m tools.gpu_suite.measure --work W --copy-to OUT \\
         --data-dir CIFAR_DIR --peer PATH/airbench94_muon.py
 
 In order, each stage one command (of the GPU suite, suite.py, or of our
@@ -59,8 +59,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from dawnbench_fast import atomic
-from dawnbench_fast.gpu_suite import carry, plan
-from dawnbench_fast.gpu_suite.background import (
+from dawnbench_fast.reporting import provenance
+from tools.gpu_suite import carry, plan
+from tools.gpu_suite.background import (
     BACKGROUND,
     KEEP_S,
     MIN_STAGE_S,
@@ -71,7 +72,7 @@ from dawnbench_fast.gpu_suite.background import (
     run_warm,
     write_marker,
 )
-from dawnbench_fast.gpu_suite.record import (
+from tools.gpu_suite.record import (
     SCHEMA_VERSION,
     Logs,
     Stopped,
@@ -83,7 +84,6 @@ from dawnbench_fast.gpu_suite.record import (
     run_logged,
     stop_on_signals,
 )
-from dawnbench_fast.reporting import provenance
 
 STAGES = ("build", "warm", "peer", "profile")
 DEFAULT_STAGES = ("build", "peer", "profile")  # warm: the background command's, while the data travels
@@ -142,7 +142,7 @@ class Measure:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m dawnbench_fast.gpu_suite.measure",
+    p = argparse.ArgumentParser(prog="python -m tools.gpu_suite.measure",
                                 description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--work", required=True, help="the suite's folder (suite.json, suite.log, runs, caches)")
@@ -241,7 +241,7 @@ def check_args(args: argparse.Namespace) -> list[str]:
 def suite_command(args: argparse.Namespace, stage: str, budget: float, extra: list[str] = ()) -> list[str]:
     """The GPU suite's command for ``stage`` with ``budget`` seconds for its
     part; ``extra`` goes to its trainer commands after ``--trainer-args``'."""
-    cmd = [sys.executable, "-m", "dawnbench_fast.gpu_suite", "--out", str(args.work),
+    cmd = [sys.executable, "-m", "tools.gpu_suite", "--out", str(args.work),
            "--part-budget", f"{budget:.0f}", "--only", PART_OF[stage]]
     cmd += ["--dry-run"] if args.dry_run else []
     if stage == "build":

@@ -10,9 +10,9 @@ import re
 import shutil
 import sys
 
-from dawnbench_fast.gpu_suite import peer_io
-from dawnbench_fast.gpu_suite.record import Suite, run_logged, tail
-from dawnbench_fast.gpu_suite.training_parts import trainer_command
+from tools.gpu_suite import peer_io
+from tools.gpu_suite.record import Suite, run_logged, tail
+from tools.gpu_suite.training_parts import trainer_command
 
 
 def part_roofline(suite: Suite, args: argparse.Namespace) -> None:

@@ -1,16 +1,17 @@
-"""``results [FOLDER]``: the results table that README.md embeds, built from
-the committed run files under FOLDER (default docs/results), never typed.
+"""``python -m tools.results [FOLDER]``: the results table that README.md
+embeds, built from the committed run files under FOLDER (default
+docs/results), never typed.
 
 Regenerate README's table after adding runs (one command, from the
 repository root):
 
-    python -m dawnbench_fast.analyze results docs/results --write README.md
+    python -m tools.results docs/results --write README.md
 
 ``--check README.md`` exits 1 when README's table differs from what this
-command prints (tests/analyze/test_analyze_results.py runs it); without
+command prints (tests/tools/test_results.py runs it); without
 either flag the table is printed.
 
-What it reads (dawnbench_fast/analyze/result_files.py):
+What it reads (tools/result_files.py):
 
 - every ``compare.json`` (written by compare.py, docs/FACTS.md "Outside
   instruments": ours and the published recipe's CPU port, run alternately,
@@ -20,7 +21,7 @@ What it reads (dawnbench_fast/analyze/result_files.py):
   differed from it (run.json ``git``). Newer compare.json files carry
   compare.py's own ``provenance`` (commit, dirty, CPU, start time): where
   both exist, a run is dirty if either says so;
-- every ``suite.json`` of the GPU suite (dawnbench_fast/gpu_suite/) with a
+- every ``suite.json`` of the GPU suite (tools/gpu_suite/) with a
   ``peer`` part: ours and the published recipe on the same GPU in blocks;
   ours' run.json files committed beside it give the commit, else the suite's
   ``environment.git``; a dry run (``dry_run``) or one whose peer is the
@@ -51,14 +52,24 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import sys
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from dawnbench_fast import atomic
-from dawnbench_fast.analyze.result_files import (
+from dawnbench_fast.runner import stopping
+
+PROG = "python -m tools.results"
+if __name__ == "__main__":  # first, before the imports below: a stop then is one line and 130 or 143
+    stopping.catch_stops_from_start_up(PROG)
+
+# after the handlers, on purpose
+from dawnbench_fast import atomic  # noqa: E402
+from dawnbench_fast.analyze.stats import describe  # noqa: E402
+from dawnbench_fast.config.overrides import ConfigError  # noqa: E402
+from dawnbench_fast.runner import cli  # noqa: E402
+from tools.result_files import (  # noqa: E402
     COMMAND,
     NOTES_FILE,
     Machine,
@@ -68,15 +79,13 @@ from dawnbench_fast.analyze.result_files import (
     read_notes,
     read_pairs,
 )
-from dawnbench_fast.analyze.stats import describe
-from dawnbench_fast.config.overrides import ConfigError
 
 __all__ = ["COMMAND", "NOTES_FILE", "Machine", "Notes", "Pair", "pooled_ratio", "read_notes", "read_pairs"]
 
 DEFAULT_FOLDER = "docs/results"
 BEGIN = "<!-- results:begin -->"
 END = "<!-- results:end -->"
-REGENERATE = "python -m dawnbench_fast.analyze results docs/results --write README.md"
+REGENERATE = "python -m tools.results docs/results --write README.md"
 
 
 @dataclass
@@ -110,16 +119,16 @@ class Group:
         return all(p.clean for p in self.pairs)
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser(COMMAND, help="README's results table, built from the committed run files",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    p = cli.OneLineParser(prog=PROG, description=__doc__,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("folder", nargs="?", default=DEFAULT_FOLDER,
                    help=f"the folder of committed runs (default {DEFAULT_FOLDER})")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--check", metavar="FILE",
                       help=f"exit 1 when FILE's table (between {BEGIN} and {END}) differs from this one")
     mode.add_argument("--write", metavar="FILE", help="replace FILE's table (between the same markers)")
-    p.set_defaults(command_fn=run)
+    return p
 
 
 def run(args: argparse.Namespace) -> int:
@@ -367,3 +376,12 @@ def check(path: Path, text: str) -> int:
 def write(path: Path, text: str) -> None:
     before, _, after = _split(path)
     atomic.write_text(path, f"{before}\n{text}\n{after}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    return cli.guarded(PROG, lambda: run(build_parser().parse_args(argv)))
+
+
+if __name__ == "__main__":
+    sys.exit(stopping.run_main(main))

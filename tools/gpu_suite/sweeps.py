@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 from dawnbench_fast import atomic
-from dawnbench_fast.gpu_suite.record import gpu_missing
+from tools.gpu_suite.record import gpu_missing
 
 
 @contextmanager

@@ -1,5 +1,5 @@
 """The committed run files the ``results`` command reads
-(dawnbench_fast/analyze/results.py): compare.py's compare.json joined with
+(tools/results.py): compare.py's compare.json joined with
 ours' run.json of each seed, the GPU suite's suite.json with its peer part,
 and docs/results/provenance.json (what the files do not record). Each pair
 of ours' run and the published recipe's becomes a :class:`Pair` with ours'
@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dawnbench_fast.analyze.leaderboard import _timestamp
+from dawnbench_fast.analyze.leaderboard import timestamp_of
 from dawnbench_fast.analyze.run_records import RunRecord, read_run
 from dawnbench_fast.config.overrides import ConfigError
 
@@ -206,7 +206,7 @@ def _day_of(record: RunRecord | None) -> str | None:
     """The day the DAWNBench training JSON beside a run states, if any."""
     if record is None:
         return None
-    days = [d for d in map(_timestamp, sorted(record.path.parent.glob("*.json"))) if d]
+    days = [d for d in map(timestamp_of, sorted(record.path.parent.glob("*.json"))) if d]
     return min(days) if days else None
 
 

@@ -1,5 +1,5 @@
 """A stand-in for the published airbench94_muon.py in the GPU suite's dry run
-(``python -m dawnbench_fast.gpu_suite --dry-run``): the same inputs and the same console
+(``python -m tools.gpu_suite --dry-run``): the same inputs and the same console
 table, none of its work. No compile, no CUDA, seconds on a CPU.
 
 It reads ``cifar10/train.pt`` and ``cifar10/test.pt`` under the working

@@ -1,5 +1,5 @@
 """The in-step benchmark's arms and one arm's timing (the
-benchmark itself, its budget and command line: cifar/step_timing.py).
+benchmark itself, its budget and command line: tools/step_timing.py).
 
 An *arm* is a kernel choice: ``torch``, ``auto`` or another whole backend,
 or ``op=face`` (``bn_act=triton``; several joined by ``+``), which runs
@@ -14,7 +14,7 @@ of the step (cifar.step: side, whitening bias) ``replays`` times on
 the first epoch at its side, each replay timed with CUDA events (the host's
 clock on the CPU, where the static step's body runs eagerly:
 ``capture=static``), and a few more under torch.profiler for the kernel
-time by group (cifar.step_kernels; none on the CPU, whose trace holds no
+time by group (tools/step_kernels.py; none on the CPU, whose trace holds no
 device activity). The arm's step time is the run's: each variant's median,
 p10 and p90 weighted by the share of the run's steps that replay it.
 """
@@ -32,8 +32,8 @@ import torch
 
 from dawnbench_fast import dispatch
 from dawnbench_fast.cifar.step import StepKey, StepVariant
-from dawnbench_fast.cifar.step_kernels import group_times, weighted
 from dawnbench_fast.cifar.task import CifarTask, Config, shared_tasks
+from tools.step_kernels import group_times, weighted
 
 STEP_OPS = ("bn_act", "augment", "conv_group", "linear", "newton_schulz")
 GPU_FACES = ("triton", "cuda")
@@ -151,7 +151,7 @@ class VariantRunner:
 
 def profile_variant(run: VariantRunner, n: int, device: torch.device) -> dict | None:
     """``n`` replays under torch.profiler: the kernel time by group
-    (cifar.step_kernels), or None where the trace holds no device activity."""
+    (tools/step_kernels.py), or None where the trace holds no device activity."""
     from dawnbench_fast.roofline.live import capture
     from dawnbench_fast.roofline.trace import load_trace
 

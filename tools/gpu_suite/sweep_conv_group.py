@@ -3,7 +3,7 @@ configuration at every conv call the recipe's step makes, beside cuDNN's time
 for the same call, as a table (a GPU machine reached by a command runner is
 not under your hands between commands, so the whole sweep is one run).
 
-    python -m dawnbench_fast.gpu_suite.sweep_conv_group --out DIR [--batch N] [--budget S] [--dry-run]
+    python -m tools.gpu_suite.sweep_conv_group --out DIR [--batch N] [--budget S] [--dry-run]
 
 The calls, per conv group of the default recipe (bf16, NHWC, its activation):
 the pooled first conv with statistics, the second conv with statistics (and
@@ -24,7 +24,7 @@ it measured (compiles dominate: several seconds a configuration).
 ``--dry-run`` runs every configuration once at a tiny batch in Triton's
 interpreter, timing nothing.
 
-    python -m dawnbench_fast.gpu_suite.sweep_conv_group --apply DIR/sweep.json -- SUITE_ARGS
+    python -m tools.gpu_suite.sweep_conv_group --apply DIR/sweep.json -- SUITE_ARGS
 
 runs the GPU suite (gpu_suite/suite.py) with SUITE_ARGS in this process, each launch's
 (Cin, Cout) taking its winner from DIR/sweep.json: the ops part's conv group
@@ -50,7 +50,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from dawnbench_fast.cifar.recipe import CifarRecipe  # noqa: E402
-from dawnbench_fast.gpu_suite.sweeps import patched, refusal, write_record  # noqa: E402
+from tools.gpu_suite.sweeps import patched, refusal, write_record  # noqa: E402
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages), the first the reference of the error
 # column (the first run's winners, docs/results/gpu-h100-2026-11-26b; the defaults,
@@ -195,7 +195,7 @@ def _output(out: object) -> torch.Tensor:
 def _kernel_ms(fn: Callable[[], object], dry_run: bool) -> float | None:
     if dry_run:
         return None
-    from dawnbench_fast.gpu_suite.ops import kernel_time
+    from tools.gpu_suite.ops import kernel_time
 
     return float(kernel_time(fn, calls=10)["kernel_ms"])
 
@@ -304,7 +304,7 @@ def _apply_and_run_suite(path: Path, suite_args: list[str]) -> int:
         return 2
     print(f"winners applied: {json.dumps({k: {str(p): c for p, c in v.items()} for k, v in table.items()})}",
           flush=True)
-    from dawnbench_fast.gpu_suite import suite
+    from tools.gpu_suite import suite
 
     with applied(table):
         return suite.main(suite_args)

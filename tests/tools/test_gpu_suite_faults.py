@@ -1,4 +1,4 @@
-"""Faults a user meets with the GPU suite (dawnbench_fast/gpu_suite/):
+"""Faults a user meets with the GPU suite (tools/gpu_suite/):
 run without --dry-run on a machine without a GPU it says so in one line
 before any work; a non-finite budget or target is refused; stopped by a
 signal (a scheduler's TERM, ^C, a closed terminal's HUP) it ends the runs it
@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 from support.processes import kill_all, survivors
 
-from dawnbench_fast.gpu_suite import suite as gpu_suite
+from tools.gpu_suite import suite as gpu_suite
 
-ROOT = Path(__file__).resolve().parents[1]
-SUITE = [sys.executable, "-m", "dawnbench_fast.gpu_suite"]
+ROOT = Path(__file__).resolve().parents[2]
+SUITE = [sys.executable, "-m", "tools.gpu_suite"]
 
 
 def test_without_a_gpu_the_suite_refuses_in_one_line_before_any_work(tmp_path):
@@ -57,7 +57,7 @@ def test_a_non_finite_budget_or_target_is_refused(tmp_path, capsys, flag, value)
 # both deaf to TERM (an ignored signal stays ignored across exec), so only KILL ends them.
 DRIVER = textwrap.dedent("""\
     import sys
-    from dawnbench_fast.gpu_suite import record as gpu_suite_record, suite as gpu_suite
+    from tools.gpu_suite import record as gpu_suite_record, suite as gpu_suite
 
     gpu_suite_record.STOP_GRACE_S = 1.0
     CHILD = '''
