@@ -16,6 +16,8 @@ import dawnbench_fast
 
 ROOT = Path(__file__).resolve().parents[1]
 
+pytestmark = pytest.mark.build
+
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
