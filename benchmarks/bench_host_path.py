@@ -12,8 +12,8 @@ One group per op (bn_act; the conv group), each with two rows: ``triton``
 (our face, every ``*_kernel`` of its modules replaced by a no-op launch,
 tools/gpu_suite/ops.py ``launches_skipped``) and ``torch`` (the
 reference face on the same tiny tensors, its CPU kernels included: an upper
-bound of its host time). One round is ``CALLS`` forward + backward calls;
-``BENCH_ROUNDS`` rounds (default 5). No GPU or Triton interpreter is needed:
+bound of its host time). One round is ``BENCH_CALLS`` forward + backward calls
+(default 200); ``BENCH_ROUNDS`` rounds (default 5). No GPU or Triton interpreter is needed:
 Triton's launches are the part left out (the suite's ``host_us`` times them
 on a GPU).
 """
@@ -31,7 +31,7 @@ from dawnbench_fast import dispatch
 from tools.gpu_suite.ops import launches_skipped
 
 ROUNDS = env_int("BENCH_ROUNDS", 5)
-CALLS = 200  # calls a round: a call is tens to hundreds of microseconds
+CALLS = env_int("BENCH_CALLS", 200)  # calls a round: a call is tens to hundreds of microseconds
 
 
 def _bn_act() -> tuple[Callable[[str], Callable[[], object]], tuple]:

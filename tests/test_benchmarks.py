@@ -22,11 +22,12 @@ BENCH = ROOT / "benchmarks"
 # Studies of a whole run or a trained model, not timings of kernels or steps:
 # they stay scripts (docs/PERFORMANCE.md, "How to run, save and compare").
 # (The GPU suite, its sweeps and bounds are measuring tools: tools/gpu_suite/.)
-SCRIPTS = {"bench_selective_tta.py", "bench_tta_views.py", "roofline_cifar_step.py", "bench_in_step.py"}
+SCRIPTS = {"bench_selective_tta.py", "bench_tta_views.py", "roofline_cifar_step.py", "bench_in_step.py",
+           "projection_check.py"}
 HELPERS = {"conftest.py", "knobs.py", "script_entry.py"}
 # Sizes at which every benchmark runs in seconds (their figures mean nothing).
 TINY = {"BENCH_BATCH": "8", "BENCH_ROUNDS": "1", "BENCH_IMAGES": "2", "BENCH_AUG_BATCH": "16",
-        "BENCH_ARMS": "dawnbench_fast:batch_size=8", "DAWNBENCH_BENCH_BATCH": "8"}
+        "BENCH_CALLS": "4", "BENCH_ARMS": "dawnbench_fast:batch_size=8", "DAWNBENCH_BENCH_BATCH": "8"}
 
 
 def _benchmark_tests(path: Path) -> list[str]:
@@ -63,7 +64,7 @@ def _skip_reasons(output: str) -> list[str]:
     return re.findall(r"^SKIPPED \[\d+\] \S+: (.*)$", output, re.MULTILINE)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_every_benchmark_runs_tiny_or_skips_without_its_data_or_gpu(tmp_path):
     empty = tmp_path / "no-cifar"
     empty.mkdir()
@@ -85,14 +86,19 @@ def test_every_benchmark_runs_tiny_or_skips_without_its_data_or_gpu(tmp_path):
 ABSENT = {"amx": "amx_bf16,amx_tile,amx_int8", "amx+avx512_bf16": "amx_bf16,amx_tile,amx_int8,avx512_bf16"}
 # the benchmark files whose kernels depend on those capabilities
 CAPABILITY_BENCHES = ["bench_cpu_train_step.py", "bench_conv_shapes.py", "bench_recipe_step.py"]
+# What each runs, on the data: without AMX (a Zen machine's set), every step benchmark (`-k step`:
+# those three files' step benchmarks and the others') and the conv shapes, so that the step
+# benchmarks run on the data in the same run; without AVX-512 BF16 too, the capability files.
+SELECTIONS = {"amx": ["benchmarks", "-k", "step or conv_shapes"],
+              "amx+avx512_bf16": [f"benchmarks/{f}" for f in CAPABILITY_BENCHES]}
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("absent", sorted(ABSENT))
-def test_the_benchmarks_skip_what_the_cpu_lacks(tmp_path, absent):
+def test_the_benchmarks_run_on_the_data_and_skip_what_the_cpu_lacks(tmp_path, absent):
     """On a Zen 4 machine main once failed its own CI, the AMX weight gradient
     called on a CPU without AMX tiles; the recorded runs had all been on the AMX Xeon."""
-    r = subprocess.run([sys.executable, "-m", "pytest", *(f"benchmarks/{f}" for f in CAPABILITY_BENCHES),
+    r = subprocess.run([sys.executable, "-m", "pytest", *SELECTIONS[absent],
                         "-q", "-rs", "-p", "no:cacheprovider", f"--benchmark-storage={tmp_path / 'store'}"],
                        cwd=ROOT, env=_pytest_env(DAWNBENCH_HIDE_CPU_FLAGS=ABSENT[absent],
                                                  DAWNBENCH_DATA=str(cifar_dir())),
@@ -103,9 +109,11 @@ def test_the_benchmarks_skip_what_the_cpu_lacks(tmp_path, absent):
     assert any("AMX tiles" in why for why in reasons), reasons  # bench_conv_shapes' interleaved AMX timing
     if "avx512_bf16" in ABSENT[absent]:
         assert any("dpbf16 unavailable here" in why for why in reasons), reasons
-    for why in reasons:
+    for why in reasons:  # none skipped for the data
         assert "unavailable here" in why or "CUDA" in why, why
     assert re.search(r"\d+ passed", r.stdout), r.stdout[-2000:]
+    if absent == "amx":  # the step benchmarks ran on the data
+        assert re.search(r"\b([4-9]|\d\d+) passed", r.stdout), r.stdout[-2000:]
 
 
 def test_hidden_flags_reach_the_checks_in_front_of_the_native_kernels(monkeypatch):
@@ -120,18 +128,7 @@ def test_hidden_flags_reach_the_checks_in_front_of_the_native_kernels(monkeypatc
     assert not conv_group_wgrad.onednn_has_amx.__wrapped__()
 
 
-@pytest.mark.slow
-def test_the_step_benchmarks_run_on_the_data(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "pytest", "benchmarks", "-q", "-rs", "-p", "no:cacheprovider",
-                        "-k", "step", f"--benchmark-storage={tmp_path / 'store'}"],
-                       cwd=ROOT, env=_pytest_env(DAWNBENCH_DATA=str(cifar_dir())), capture_output=True,
-                       text=True, timeout=600)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
-    assert re.search(r"\b([4-9]|\d\d+) passed", r.stdout), r.stdout[-2000:]
-    assert not [why for why in _skip_reasons(r.stdout) if "CIFAR-10" in why]
-
-
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_documented_script_command_saves_json_that_the_next_run_compares_with(tmp_path):
     store = tmp_path / "store"
     script = [sys.executable, str(BENCH / "bench_csrc_cpu.py"), "--batch", "8", "--reps", "1",

@@ -14,34 +14,21 @@ from __future__ import annotations
 import ast
 import re
 import subprocess
+import sys
 import warnings
 from pathlib import Path
 
+import pytest
+from support import tiers
+from support.tiers import package_modules
+
 ROOT = Path(__file__).resolve().parents[1]
-# Source folder -> the package it is installed as (pyproject's package-dir).
-PACKAGES = {
-    "dawnbench_fast": "dawnbench_fast",
-    "kernels": "dawnbench_fast.kernels",
-    "roofline": "dawnbench_fast.roofline",
-    "csrc": "dawnbench_fast.csrc",
-}
 WARN_MODULE_LINES = 450  # look for a seam
 MAX_MODULE_LINES = 600  # split
 MAX_FUNCTION_LINES = 80
 
 
-def _modules() -> dict[str, Path]:
-    """Dotted module name -> source file, for every module of the package."""
-    out: dict[str, Path] = {}
-    for folder, package in PACKAGES.items():
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            rel = path.relative_to(ROOT / folder).with_suffix("")
-            parts = [p for p in rel.parts if p != "__init__"]
-            out[".".join([package, *parts])] = path
-    return out
-
-
-MODULES = _modules()
+MODULES = package_modules()
 # The project's measuring tools (tools/, beside the package, never installed): held to the
 # package's size limits; their imports are tests/test_packaging.py's.
 TOOLS = sorted((ROOT / "tools").rglob("*.py"))
@@ -359,7 +346,7 @@ def device_branches(path: Path) -> list[int]:
 
 
 def test_only_the_listed_modules_branch_on_the_device():
-    found = {name: lines for name, path in _modules().items() if (lines := device_branches(path))}
+    found = {name: lines for name, path in MODULES.items() if (lines := device_branches(path))}
     new = {name: lines for name, lines in found.items() if name not in DEVICE_BRANCHES}
     assert not new, ("a decision by the device's type outside the modules that make them (the step's plan "
                      f"reads it instead, or the module joins DEVICE_BRANCHES with why): {new}")
@@ -376,3 +363,39 @@ def test_the_device_scan_catches_planted_branches(tmp_path):
                        "    b = x.is_cuda\n"
                        "    return tok.type == 1\n")
     assert device_branches(planted) == [2, 4, 5]
+
+
+def test_the_default_tier_imports_every_module(whole_default_tier):
+    """Every module of the package is imported by the default tier (``python -m
+    pytest``), which leaves out the build and e2e tiers: a module that only their
+    tests reach has no test in the run most people make. Judged at the end of a
+    whole default-tier run (tests/conftest.py runs this test last); elsewhere skipped."""
+    if whole_default_tier is not None:
+        pytest.skip(f"judged at the end of a whole `python -m pytest` run only: {whole_default_tier}")
+    missing = tiers.uncovered(sys.modules, MODULES)
+    assert not missing, tiers.message(missing)
+
+
+def test_the_module_check_names_a_module_nothing_imported(tmp_path):
+    (tmp_path / "dawnbench_fast" / "training").mkdir(parents=True)
+    for name in ("__init__.py", "__main__.py", "training/__init__.py", "training/loop.py",
+                 "training/planted.py"):
+        (tmp_path / "dawnbench_fast" / name).write_text("")
+    modules = tiers.package_modules(tmp_path)
+    assert set(modules) == {"dawnbench_fast", "dawnbench_fast.__main__", "dawnbench_fast.training",
+                            "dawnbench_fast.training.loop", "dawnbench_fast.training.planted"}
+    imported = ["dawnbench_fast", "dawnbench_fast.training", "dawnbench_fast.training.loop", "numpy"]
+    assert tiers.uncovered(imported, modules) == ["dawnbench_fast.training.planted"]
+    assert "dawnbench_fast.training.planted" in tiers.message(["dawnbench_fast.training.planted"])
+
+
+def test_a_file_s_tier_is_read_without_importing_it(tmp_path):
+    cases = {"pytestmark = pytest.mark.e2e\n": {"e2e"},
+             "pytestmark = [pytest.mark.skipif(True, reason='x'), pytest.mark.build]\n": {"build"},
+             "pytestmark = pytest.mark.usefixtures('x')\n": set(),
+             "@pytest.mark.e2e\ndef test_one():\n    pass\n": set(),  # one test's mark: the file is collected
+             "raise SystemExit('imported')\npytestmark = (pytest.mark.e2e,)\n": {"e2e"}}
+    for k, (text, expected) in enumerate(cases.items()):
+        path = tmp_path / f"test_{k}.py"
+        path.write_text(text)
+        assert tiers.file_tiers(path) == expected, text

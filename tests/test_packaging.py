@@ -34,6 +34,8 @@ PRODUCT = ("dawnbench_fast/cifar/__main__.py", "dawnbench_fast/cifar/task.py",
            "dawnbench_fast/analyze/leaderboard.py", "dawnbench_fast/kernel_winners.py",
            "dawnbench_fast/reporting/provenance.py")
 
+pytestmark = pytest.mark.build
+
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:

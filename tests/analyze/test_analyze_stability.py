@@ -54,6 +54,7 @@ def test_stability_from_judges_by_the_target_asked(tmp_path):
     assert "below DAWNBench's 94%" in data["target_note"]
 
 
+@pytest.mark.e2e
 def test_a_study_trains_its_runs_end_to_end(tmp_path):
     """Two tiny runs (1,000 images, a narrow net, one view, the reference
     kernels: the cheapest warm-up) to 15%, which they reach; the run folders

@@ -37,6 +37,7 @@ def smoke_run(tmp_path_factory):
     return out, model, r.stdout
 
 
+@pytest.mark.e2e
 def test_smoke_run_writes_dawnbench_files(smoke_run):
     out, _, stdout = smoke_run
     stems = {p.name for p in out.iterdir()}
@@ -72,6 +73,7 @@ def test_smoke_run_writes_dawnbench_files(smoke_run):
     assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temp files left
 
 
+@pytest.mark.e2e
 def test_saved_model_round_trips(smoke_run):
     out, model_path, _ = smoke_run
     model = cifar.load_model(model_path)

@@ -113,7 +113,7 @@ def test_cpu_kernels_built_for_a_cpu_this_one_is_not_are_refused(path, vectorise
         assert "avx512f" in reason and "pip install -e ." in reason
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_run_under_aten_avx2_runs_in_fp32_and_says_why(tmp_path):
     """The smoke configuration with ATen narrowed to AVX2 (as on an AVX2-only
     CPU): it trains, picks fp32 and records why; the cpu kernels still serve

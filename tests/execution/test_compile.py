@@ -68,6 +68,7 @@ def _steps(step_fn, steps: int = 3) -> tuple[list[float], dict[str, torch.Tensor
     return losses, model.state_dict()
 
 
+@pytest.mark.build
 def test_inductor_compiled_step_computes_what_the_eager_step_does(monkeypatch):
     # One process compiling a dozen small kernels: a worker pool would cost more than it saves.
     monkeypatch.setattr(torch._inductor.config, "compile_threads", 1)

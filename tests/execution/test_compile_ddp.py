@@ -15,9 +15,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from support import dist_compile_driver, dist_driver
 
 from dawnbench_fast.data.imagenet.synthetic import make_image_folder
+
+pytestmark = pytest.mark.e2e
 
 # 96 training images in global batches of 16 for 2 epochs: 12 steps, one image side
 ARGS = ["--epochs", "2", "--batch-size", "16", "--set", "arch=resnet18", "--set", "width=8",

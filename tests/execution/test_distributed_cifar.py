@@ -39,6 +39,8 @@ from dawnbench_fast.config.precision import with_resolved_precision
 from dawnbench_fast.data.cifar10 import load_cifar10
 from dawnbench_fast.data.cifar10_device import prepare_data
 
+pytestmark = pytest.mark.e2e
+
 ARGS = ["--subset", "2000", "--eval-subset", "2000", "--epochs", "2", "--batch-size", "500",
         "--threads", "1", "--precision", "fp32", "--kernels", "torch", "--set", "widths=16,32,32",
         "--set", "whiten_images=500", "--latency-images", "4", "--no-progress"]

@@ -28,6 +28,8 @@ from support.dist_driver import run
 
 from dawnbench_fast.data.imagenet.synthetic import make_image_folder
 
+pytestmark = pytest.mark.e2e
+
 ARGS = ["--epochs", "3", "--batch-size", "48", "--set", "arch=resnet18", "--set", "width=8",
         "--set", "min_res=64", "--set", "max_res=64", "--set", "val_res=64", "--set", "warmup_epochs=1",
         "--set", "lr_per_256=0.25", "--set", "zero_init_residual=true", "--set", "sync_bn=true",

@@ -30,6 +30,7 @@ def folder(tmp_path_factory):
                              val_per_class=5, size=72)
 
 
+@pytest.mark.e2e
 def test_smoke_run_learns_and_writes_the_dawnbench_files(folder, tmp_path, capsys):
     out = tmp_path / "run"
     code = imagenet.main(["--data-dir", str(folder), "--epochs", "4", "--eval-every", "2",

@@ -46,6 +46,7 @@ def _weights(path) -> dict[str, torch.Tensor]:
     return torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
 
 
+@pytest.mark.e2e
 def test_interrupted_then_resumed_gives_the_same_weights_and_out_is_not_reused(folder, tmp_path, capsys,
                                                                                 monkeypatch):
     assert _main(folder, tmp_path / "whole", "--save-model", str(tmp_path / "whole.pt")) == 0
@@ -77,6 +78,7 @@ def test_interrupted_then_resumed_gives_the_same_weights_and_out_is_not_reused(f
     assert "--out" in err and "folder is not empty" in err and err.count("\n") == 1
 
 
+@pytest.mark.e2e
 def test_an_unreadable_image_is_one_line_or_skipped_and_counted(folder, tmp_path, capsys):
     root = tmp_path / "data"
     shutil.copytree(folder, root)

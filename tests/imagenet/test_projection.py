@@ -200,19 +200,25 @@ def test_measure_writes_inputs_that_project_reads(tmp_path, capsys, one_thread, 
     assert "measured: dawnbench_fast.imagenet.step_rate" in capsys.readouterr().out
 
 
-def test_measure_allreduce_under_torchrun_and_its_error_alone(tmp_path, capsys):
-    """Two gloo processes time the all-reduce and fit the ring; the file's
-    network is what ``project`` reads. One process: a one-line error."""
-    args = ["measure", "--allreduce", "--device", "cpu", "--arch", "resnet18", "--width", "4", "--batch", "4",
-            "--steps", "1", "--warmup", "1", "--precision", "fp32", "--classes", "10", "--threads", "1",
-            "--eval-batch", "0", "--set", "min_res=32", "--set", "max_res=32", "--set", "val_res=32"]
-    with pytest.MonkeyPatch.context() as m:
-        m.setenv("DAWNBENCH_MALLOC", "system")  # the test process's allocator left as it is
-        assert imagenet.main([*args, "--out", str(tmp_path / "alone.json")]) == 2
+ALLREDUCE = ["measure", "--allreduce", "--device", "cpu", "--arch", "resnet18", "--width", "4",
+             "--batch", "4", "--steps", "1", "--warmup", "1", "--precision", "fp32", "--classes", "10",
+             "--threads", "1", "--eval-batch", "0", "--set", "min_res=32", "--set", "max_res=32",
+             "--set", "val_res=32"]
+
+
+def test_measure_allreduce_alone_is_a_one_line_error(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("DAWNBENCH_MALLOC", "system")  # the test process's allocator left as it is
+    assert imagenet.main([*ALLREDUCE, "--out", str(tmp_path / "alone.json")]) == 2
     assert "--allreduce: run under torchrun with 2 or more processes" in capsys.readouterr().err
+
+
+@pytest.mark.e2e
+def test_measure_allreduce_under_torchrun(tmp_path):
+    """Two gloo processes time the all-reduce and fit the ring; the file's
+    network is what ``project`` reads."""
     out = tmp_path / "net.json"
     r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-                        "-m", "dawnbench_fast.imagenet", *args, "--out", str(out)], capture_output=True,
+                        "-m", "dawnbench_fast.imagenet", *ALLREDUCE, "--out", str(out)], capture_output=True,
                        text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert r.returncode == 0, r.stderr[-3000:]
     net = json.loads(out.read_text())["network"]

@@ -1,181 +1,76 @@
-"""The projection's check: the composition that projects ImageNet
-on N GPUs (dawnbench_fast.imagenet.projection) predicts a short real run made
-here, from parts measured here just before it, and the prediction must come
-within :data:`TOLERANCE` of the run's clock in one process (in two, within
-:data:`TOLERANCES`' 35%: the model's known miss on a CPU, at TOLERANCES).
+"""The projection's check in its parts, without timing. The check itself,
+the composition predicting a short real run here within 20% (one process)
+or 35% (two gloo processes), is a measurement whose verdict moves with the
+machine's load: benchmarks/projection_check.py (docs/IMAGENET.md, "Checking
+the composition on this machine").
 
-The run: the ImageNet trainer on a generated 10-class folder (480 training
-images at 72 px, trained at 64 px), a ResNet-18 of width 16, fp32, batch 48,
-2 epochs (20 steps) and the final evaluation with the mirror: one process,
-and two gloo processes under torchrun. The parts, measured by `measure` (the
-command a user runs) in as many processes as the run has, at once, so that
-they share the cores as the run's processes will, just before and just
-after the run: the step at the batch per process (synthetic batches, one
-thread), the evaluation's forward, the loader per core on the same folder;
-the all-reduce by the ring model at gloo's figures, as `measure --allreduce`
-fits them in two processes here. On a CPU the loader's
-threads and the step share the cores, so the composition adds their times
-(``shared_cores``), where on a GPU it takes the larger.
-
-What it cannot see: the cores the machine's other users take, which change
-from second to second (on this 2-core machine, load averages of 4-7 during
-these runs; the same run's step took 87 to 260 ms). Hence up to
-:data:`ATTEMPTS` tries: a try within its tolerance passes; when none is,
-errors of both signs are the machine's noise (skipped, with the errors
-said), errors all of one sign a bias of the composition (a failure): a part
-left out or counted twice moves every try the same way. Measured errors:
-docs/IMAGENET.md, "Checking the composition".
+Here: ``measure`` with the check's own flags writes what the check reads;
+the ranks' measurements combine into one inputs' file (each rate the mean of
+the times) that the projection reads back and composes into the run's step
+count; and the verdict on a set of tries (passed, the machine's noise, a
+bias of the composition).
 """
 
 from __future__ import annotations
 
+import copy
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from dawnbench_fast import imagenet
 from dawnbench_fast.data.imagenet.synthetic import make_image_folder
-from dawnbench_fast.imagenet import projection
-from dawnbench_fast.imagenet.recipe import apply_overrides
-from dawnbench_fast.imagenet.task import Config
 
-TOLERANCE = 0.20
-# Two gloo processes on this 2-core CPU: the run's step is slower than the composition says by
-# more than its noise. On an idle machine (load 1.4-1.6, 2026-11-27, CI's fresh clone) every try
-# missed by -22 to -30%: DDP's bucket copies and hooks and gloo's threads take turns with the
-# steps on the same two cores, where the model, made for GPUs, overlaps the all-reduce with the
-# backward and counts no DDP overhead. Outside 20% there, so the check holds them to 35%: a part
-# left out or counted twice (the step, the evaluation: 50% or more) still fails it.
-TOLERANCES = {1: TOLERANCE, 2: 0.35}
-ATTEMPTS = 3
-CORES = 2  # the cores the run may use (this machine's), shared by its processes
-# Each process: one thread for the step and one for the loader. More threads per step lose
-# to the machine's other users: two OpenMP threads on a core that another process holds made
-# this step 5-25x slower (measured), where one thread stays within a few percent.
-THREADS = 1
-BATCH, EPOCHS, SIDE, CLASSES, TRAIN, VAL = 48, 2, 64, 10, 480, 100
-WIDTH = 16  # the step several times the loader's work a batch: whether they overlap matters less
-RECIPE = ["arch=resnet18", f"width={WIDTH}", f"min_res={SIDE}", f"max_res={SIDE}", f"val_res={SIDE}",
-          "warmup_epochs=1", "lr_per_256=0.25"]
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import projection_check as check  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory) -> Path:
-    return make_image_folder(tmp_path_factory.mktemp("check"), classes=CLASSES,
-                             train_per_class=TRAIN // CLASSES, val_per_class=VAL // CLASSES, size=72)
+def test_the_ranks_measurements_combine_into_inputs_the_projection_composes(tmp_path, monkeypatch):
+    folder = make_image_folder(tmp_path / "data", classes=check.CLASSES, train_per_class=1, val_per_class=1,
+                               size=72)
+    monkeypatch.setenv("DAWNBENCH_MALLOC", "system")  # the test process's allocator left as it is
+    out = tmp_path / "rank0.json"
+    # the check's flags for one of two ranks, at one step (later flags win)
+    assert imagenet.main(["measure", *check.measure_args(folder, 2), "--steps", "1", "--warmup", "1",
+                          "--loader-seconds", "0.05", "--out", str(out)]) == 0
+    first = json.loads(out.read_text())
+    side = str(check.SIDE)
+    second = copy.deepcopy(first)  # another rank, or the same one after the run: other rates
+    second["step"]["images_per_s"][side] = 3 * first["step"]["images_per_s"][side]
+    second["step"]["eval"]["images_per_s"] = 2 * first["step"]["eval"]["images_per_s"]
+    second["loader"]["forms"]["folder"][side] = 3 * first["loader"]["forms"]["folder"][side]
+    network = {"bus_gbytes_per_s": 1.2, "latency_us": 300.0, "ranks": 2, "backend": "gloo"}
+
+    inputs = check.inputs_json([first, second], network, tmp_path / "inputs.json")
+    # the harmonic mean: 2 / (1/r + 1/3r) = 1.5 r
+    rate, evaluation = first["step"]["images_per_s"][side], first["step"]["eval"]["images_per_s"]
+    assert inputs["step"]["rates"] == {check.SIDE: pytest.approx(1.5 * rate)}
+    assert inputs["step"]["eval"]["images_per_s"] == pytest.approx(4 / 3 * evaluation)
+    per_core = first["loader"]["forms"]["folder"][side]
+    assert inputs["loader_rates"] == {"folder": {check.SIDE: pytest.approx(1.5 * per_core)}}
+    assert inputs["network"] == network and inputs["step"]["batch_per_gpu"] == check.BATCH // 2
+
+    # two ranks of 24: the run's 20 steps of 48, and an all-reduce at the inputs' network
+    p = check.predicted(inputs, 2)
+    assert [(r.side, r.steps) for r in p.sides] == [(check.SIDE, check.EPOCHS * check.TRAIN // check.BATCH)]
+    assert p.total_s > 0 and p.sides[0].allreduce_exposed_s > 0
+    # one process: no network in the inputs, and none modelled
+    alone = check.inputs_json([first], {}, tmp_path / "alone.json")
+    assert "network" not in alone and check.predicted(alone, 1).notes["network"] == "one GPU: no all-reduce"
 
 
-@pytest.fixture(scope="module")
-def gloo(tmp_path_factory) -> dict:
-    """The all-reduce between two gloo processes here, as ``measure
-    --allreduce`` fits it (the net of the check sends 2.8 MB a step)."""
-    out = tmp_path_factory.mktemp("gloo") / "net.json"
-    args = ["measure", "--allreduce", "--device", "cpu", "--arch", "resnet18", "--width", "4", "--batch", "4",
-            "--steps", "1", "--warmup", "1", "--precision", "fp32", "--threads", "1", "--eval-batch", "0",
-            "--set", "min_res=32", "--set", "max_res=32", "--set", "val_res=32", "--out", str(out)]
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-                        "-m", "dawnbench_fast.imagenet", *args], capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert r.returncode == 0, r.stderr[-3000:]
-    return json.loads(out.read_text())["network"]
+@pytest.mark.parametrize(("errors", "verdict"), [
+    ([0.05], check.PASSED),
+    ([-0.4, 0.19], check.PASSED),  # a later try within 20%
+    ([-0.4, 0.3, 0.25], check.NOISE),  # both ways: the load moved
+    ([-0.3, -0.5, -0.25], check.BIASED),  # all one way: a part left out or counted twice
+])
+def test_the_verdict_on_the_tries(errors, verdict):
+    assert check.verdict(errors, check.TOLERANCES[1]) == verdict
 
 
-def recipe() -> Config:
-    return apply_overrides(Config(epochs=EPOCHS, precision="fp32"), RECIPE)
-
-
-def measure(folder: Path, ranks: int, out: Path) -> list[dict]:
-    """The parts, measured by ``measure`` (the command a user runs) in
-    ``ranks`` processes at once, each with one rank's threads and batch, so
-    that they share the cores as the run's processes will: their inputs' JSONs."""
-    args = ["--device", "cpu", "--arch", "resnet18", "--width", str(WIDTH), "--batch", str(BATCH // ranks),
-            "--eval-batch", str(VAL // ranks), "--steps", "6", "--warmup", "6", "--precision", "fp32",
-            "--classes", str(CLASSES), "--threads", str(THREADS), "--data-dir", str(folder),
-            "--loader-seconds", "0.3"]
-    for pair in RECIPE:
-        args += ["--set", pair]
-    env = {**os.environ, "OMP_NUM_THREADS": str(THREADS)}
-    procs = [subprocess.Popen([sys.executable, "-m", "dawnbench_fast.imagenet", "measure", *args, "--out",
-                               str(out / f"rank{r}.json")], env=env, stderr=subprocess.PIPE, text=True)
-             for r in range(ranks)]
-    for p in procs:
-        assert p.wait(timeout=300) == 0, p.stderr.read()[-3000:]
-    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(ranks)]
-
-
-def inputs_json(measured: list[dict], network: dict, path: Path) -> dict:
-    """One inputs' JSON from several (the ranks', before and after the run):
-    each rate the harmonic mean (the mean of the times), read back as the
-    projection command reads it."""
-    def mean(rates: list[float]) -> float:
-        return len(rates) / sum(1 / r for r in rates)
-
-    def rate(get) -> float:
-        return mean([get(m) for m in measured])
-
-    first, side = measured[0], str(SIDE)
-    evaluation = {**first["step"]["eval"], "images_per_s": rate(lambda m: m["step"]["eval"]["images_per_s"])}
-    step = {**first["step"], "images_per_s": {side: rate(lambda m: m["step"]["images_per_s"][side])},
-            "eval": evaluation}
-    per_core = rate(lambda m: m["loader"]["forms"]["folder"][side])
-    loader = {**first["loader"], "forms": {"folder": {side: per_core}}}
-    path.write_text(json.dumps({**first, "step": step, "loader": loader, "network": network}))
-    return projection.read_inputs(path)
-
-
-def predicted(inputs: dict, ranks: int) -> projection.Projection:
-    setup = projection.Setup(gpus=ranks, cores_per_gpu=THREADS, epochs=EPOCHS, epochs_source="the run's",
-                             recipe=recipe(), train_images=TRAIN, val_images=VAL, shared_cores=True)
-    return projection.project(inputs, setup)
-
-
-def run_trainer(folder: Path, out: Path, ranks: int) -> dict:
-    threads = THREADS
-    args = ["--data-dir", str(folder), "--out", str(out), "--epochs", str(EPOCHS), "--batch-size", str(BATCH),
-            "--precision", "fp32", "--threads", str(threads), "--set", f"loader_threads={threads}",
-            "--no-preflight", "--latency-images", "1", "--no-progress"]
-    for pair in RECIPE:
-        args += ["--set", pair]
-    launch = [sys.executable] + (["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}"]
-                                 if ranks > 1 else [])
-    r = subprocess.run([*launch, "-m", "dawnbench_fast.imagenet", *args], capture_output=True, text=True,
-                       timeout=300, env={**os.environ, "OMP_NUM_THREADS": str(threads)})
-    assert r.returncode == 0, r.stderr[-3000:]
-    return json.loads((out / "run.json").read_text())["result"]
-
-
-def attempt(folder: Path, tmp: Path, ranks: int, network: dict) -> tuple[float, str]:
-    """One prediction against one run: (relative error, what happened)."""
-    tmp.mkdir()
-    before = measure(folder, ranks, tmp)
-    result = run_trainer(folder, tmp / "run", ranks)
-    p = predicted(inputs_json([*before, *measure(folder, ranks, tmp)], network, tmp / "inputs.json"), ranks)
-    assert p.sides[0].steps == EPOCHS * TRAIN // BATCH
-    clock = result["end_clock_seconds"]
-    error = p.total_s / clock - 1
-    return error, (f"predicted {p.total_s:.2f} s, measured {clock:.2f} s, error {100 * error:+.1f}% (step "
-                   f"{1e3 * p.sides[0].step_s:.1f} ms predicted, the run's "
-                   f"{1e3 * result['phases_seconds']['train'] / p.sides[0].steps:.1f} ms; "
-                   f"load {os.getloadavg()[0]:.1f})")
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("ranks", [1, 2])
-def test_the_composition_predicts_a_short_real_run(folder, gloo, tmp_path, ranks):
-    """Up to :data:`ATTEMPTS` tries, each measuring the parts again (the
-    module's docstring says when it skips and when it fails)."""
-    seen, errors, tolerance = [], [], TOLERANCES[ranks]
-    for k in range(ATTEMPTS):
-        error, what = attempt(folder, tmp_path / str(k), ranks, gloo)
-        seen.append(what)
-        errors.append(error)
-        print(f"\nranks {ranks}: {what}")
-        if abs(error) < tolerance:
-            return
-    said = f"{ranks} process(es), every try off by more than {tolerance:.0%}: " + "; ".join(seen)
-    if min(errors) < 0 < max(errors):
-        pytest.skip(f"the machine's load moved between the parts and the runs ({said})")
-    pytest.fail(said)
+def test_two_processes_are_held_to_their_measured_band():
+    assert check.verdict([-0.3], check.TOLERANCES[2]) == check.PASSED  # the -22 to -30% bias on 2 cores
+    assert check.verdict([-0.5, -0.6], check.TOLERANCES[2]) == check.BIASED

@@ -217,6 +217,7 @@ def test_pool_bn_act_rejects_bad_inputs():
     assert y.dtype == torch.float16 and y.shape == (2, 4, 2, 2)
 
 
+@pytest.mark.build
 def test_fused_source_compiles_without_avx512():
     """The one-lane fallback (the baseline copy; DAWNBENCH_MARCH for an older CPU)."""
     args = [*build.cpu_compile_args(), "-DDBF_CPU_ISA=v3"]

@@ -60,6 +60,7 @@ SHAPES = [(3, 64, 5, 7), (2, 256, 3, 3), (5, 8, 1, 3), (1, 1024, 2, 1)]  # lanes
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
 
 
+@pytest.mark.build
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 @pytest.mark.parametrize("parts", [1, 7, 200])  # 200 > rows of most shapes: empty partitions
@@ -88,6 +89,7 @@ def test_partial_sums_of_the_forward_and_backward(harness, dtype, shape, parts):
             assert torch.equal(shift, x[0].float())  # the shift k: block 0 wrote the first sample
 
 
+@pytest.mark.build
 def test_a_shape_the_tiles_do_not_fit_runs_the_scalar_kernels(harness):
     x = torch.randn(4, 24).bfloat16()  # 24 / 8 = 3 lanes: not a power of two
     assert harness.harness_tile_lanes(1, 24) == 0 == engine.tile_lanes(24, torch.bfloat16, 1, x)
@@ -99,6 +101,7 @@ def test_a_shape_the_tiles_do_not_fit_runs_the_scalar_kernels(harness):
             assert engine.tile_lanes(c, dt, 1, x) == harness.harness_tile_lanes(code, c), (c, dt)
 
 
+@pytest.mark.build
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 def test_forward_and_dx_vectors(harness, dtype, shape):

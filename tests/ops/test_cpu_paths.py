@@ -156,6 +156,7 @@ def test_no_compiler_at_run_time_one_line_and_torch_serves(fresh_native, monkeyp
     assert len(err) == 1 and "no C++ compiler found ('/nonexistent/g++'" in err[0], err  # once
 
 
+@pytest.mark.build
 def test_no_compiler_at_install_one_line_and_install_succeeds(tmp_path):
     """setup.py's build without a compiler on PATH: exit 0, no _C, one line."""
     for name in ("setup.py", "pyproject.toml", "README.md", "LICENSE"):

@@ -26,6 +26,7 @@ def test_every_cu_file_is_listed():
     assert sorted(sources.KERNELS) == on_disk
 
 
+@pytest.mark.build
 @pytest.mark.skipif(build.find_nvcc() is None, reason="nvcc not installed")
 def test_nvcc_compiles_every_cu_for_sm80_and_sm90a_warnings_as_errors(tmp_path):
     nvcc = build.find_nvcc()
@@ -57,6 +58,7 @@ def test_nvcc_compiles_every_cu_for_sm80_and_sm90a_warnings_as_errors(tmp_path):
             assert kernel.encode() in data, (src.name, kernel)
 
 
+@pytest.mark.build
 def test_cpu_sources_compile_with_warnings_as_errors(tmp_path):
     import sysconfig
 
@@ -94,6 +96,7 @@ def _nvrtc():
     return nvrtc
 
 
+@pytest.mark.build
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 def test_nvrtc_compiles_the_cupy_program(arch):
     nvrtc = _nvrtc()
@@ -107,10 +110,28 @@ def test_nvrtc_compiles_the_cupy_program(arch):
             assert kernel.encode() in res.binary, kernel
 
 
+@pytest.mark.build
 def test_nvrtc_reports_compile_errors():
     nvrtc = _nvrtc()
     with pytest.raises(nvrtc.NvrtcError, match="NVRTC failed"):
         nvrtc.compile_program('extern "C" __global__ void k() { undefined_thing(); }', "sm_80")
+
+
+def test_without_nvrtc_one_line_says_which_package_brings_it(monkeypatch):
+    from dawnbench_fast.csrc import nvrtc
+
+    def no_library(path):
+        raise OSError(f"{path}: cannot open shared object file")
+
+    nvrtc.library.cache_clear()
+    monkeypatch.setattr(nvrtc.ctypes, "CDLL", no_library)
+    try:
+        with pytest.raises(nvrtc.NvrtcUnavailable, match="pip install nvidia-cuda-nvrtc"):
+            nvrtc.library()
+        with pytest.raises(nvrtc.NvrtcUnavailable):  # and so does every call that needs it
+            nvrtc.compile_program('extern "C" __global__ void k() {}', "sm_80")
+    finally:
+        nvrtc.library.cache_clear()  # the real library for the tests after
 
 
 def test_build_module_needs_no_torch():

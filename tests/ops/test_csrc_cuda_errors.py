@@ -144,6 +144,7 @@ def _arg_size(a) -> int:
     return a.dtype.itemsize
 
 
+@pytest.mark.build
 def test_cupy_launches_match_kernel_signatures(monkeypatch, kernel_params):
     cp = _fake_cupy(1)
     monkeypatch.setitem(sys.modules, "cupy", cp)

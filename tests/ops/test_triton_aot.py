@@ -11,6 +11,8 @@ import pytest
 
 pytest.importorskip("triton")
 
+from dawnbench_fast.kernels import report  # noqa: E402
+
 KERNELS = {"conv3x3_fwd_kernel", "conv3x3_wgrad_kernel", "channel_stats_kernel", "bn_finalize_kernel",
            "bn_bwd_coef_kernel",
            "affine_act_kernel", "bn_act_bwd_reduce_kernel", "bn_act_bwd_apply_kernel",
@@ -32,6 +34,7 @@ def report_rows():
     return json.loads(out.stdout)
 
 
+@pytest.mark.build
 def test_every_kernel_compiles_for_sm80_and_sm90(report_rows):
     names = {r["kernel"].split("[")[0] + "_kernel" for r in report_rows}
     assert names == KERNELS
@@ -51,6 +54,7 @@ NO_SPILL_PREFIXES = ("conv3x3_fwd[bf16", "conv3x3_wgrad[bf16", "channel_stats", 
                      "affine_act")
 
 
+@pytest.mark.build
 def test_model_variants_compile_without_spills():
     args = [a for p in NO_SPILL_PREFIXES for a in ("--only", p)]
     out = subprocess.run([sys.executable, "-m", "dawnbench_fast.kernels.report", "--json", *args],
@@ -80,13 +84,16 @@ def test_the_variants_cover_the_activations_the_recipes_launch():
         assert {r.act, r.whiten_act} <= set(ACTS), (name, r.act, r.whiten_act)
 
 
-def test_report_only_names_a_missing_prefix():
-    out = subprocess.run([sys.executable, "-m", "dawnbench_fast.kernels.report", "--only", "nope["],
-                         env=_env(), capture_output=True, text=True, timeout=120)
-    assert out.returncode == 2
-    assert "nope[" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+def test_report_only_names_a_missing_prefix(monkeypatch, capsys):
+    # in this process: the variants are listed, none is compiled (the command's own
+    # process is the build tier's, above)
+    monkeypatch.delenv("TRITON_INTERPRET")
+    assert report.main(["--only", "nope["]) == 2
+    err = capsys.readouterr().err
+    assert "nope[" in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.build
 def test_tensor_core_instructions_in_gemm_and_conv():
     """The GEMM and the convs use mma on sm_80 and wgmma/mma on sm_90."""
     code = (
@@ -114,9 +121,8 @@ def test_tensor_core_instructions_in_gemm_and_conv():
             assert mma == "True", name
 
 
-def test_report_refuses_under_interpreter():
-    env = dict(_env(), TRITON_INTERPRET="1")
-    out = subprocess.run([sys.executable, "-m", "dawnbench_fast.kernels.report"], env=env,
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 2
-    assert "TRITON_INTERPRET" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+def test_report_refuses_under_interpreter(monkeypatch, capsys):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert report.main([]) == 2
+    err = capsys.readouterr().err
+    assert "TRITON_INTERPRET" in err and len(err.strip().splitlines()) == 1

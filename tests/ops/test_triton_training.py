@@ -19,11 +19,12 @@ def test_triton_backend_follows_torch_loss_trajectory():
     if not interpreting():
         pytest.skip("runs on CPU tensors in the Triton interpreter (TRITON_INTERPRET=1)")
     # Reduced widths that are not multiples of 16, a tiny subset, 3 steps
-    # (the third starts epoch 2: the alternating flip inverts).
+    # (the third starts epoch 2: the alternating flip inverts), one Newton-Schulz
+    # iteration (Muon's GEMMs were half of the interpreter's time at the recipe's 3).
     cfg = dataclasses.replace(
-        Config(), subset=40, eval_subset=16, batch_size=20, widths=(12, 20, 24),
-        data_dir=str(cifar_dir()), download=False, whiten_images=40, precision="fp32",
-        device="cpu")
+        Config(), subset=20, eval_subset=16, batch_size=10, widths=(12, 20, 24),
+        data_dir=str(cifar_dir()), download=False, whiten_images=20, precision="fp32",
+        device="cpu", ns_steps=1)
     ref = loss_trajectory(dataclasses.replace(cfg, kernels="torch"), 3)
     before = dict(launch_counts)
     got = loss_trajectory(dataclasses.replace(cfg, kernels="triton"), 3)
@@ -38,7 +39,8 @@ def test_triton_backend_follows_torch_loss_trajectory():
     assert len(got) == len(ref) == 3
     # Muon orthogonalises in bf16 on both sides, with different rounding orders
     # (Triton GEMM epilogues vs torch ops): after two updates the losses agree
-    # to ~1e-3 relative, so the bound is 5e-3 (fp32 everywhere else).
+    # to ~1e-3 relative (measured 3e-5 and 6e-4 at this size), so the bound is
+    # 5e-3 (fp32 everywhere else).
     for step, (a, b) in enumerate(zip(got, ref, strict=True)):
         assert abs(a - b) <= 5e-3 * abs(b) + 1e-4, f"step {step}: triton {a} vs torch {b}"
     assert got[0] != got[1]  # the parameters moved

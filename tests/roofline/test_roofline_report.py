@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from dawnbench_fast import roofline
+from dawnbench_fast.roofline import cli as roofline_cli
 from dawnbench_fast.roofline.outputs import write_report_set
 from dawnbench_fast.roofline.peaks import Peaks
 from dawnbench_fast.roofline.registry import register_cost
@@ -174,7 +175,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
-def test_cli_report_and_errors(tmp_path):
+def test_cli_report_and_errors(tmp_path, capsys):
     torch.manual_seed(5)
     a = torch.randn(13, 8)
     _report(lambda: torch.mm(a, a.T), tmp_path)
@@ -186,15 +187,15 @@ def test_cli_report_and_errors(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "filebox" in r.stdout and "aten::mm" in r.stdout
     assert (tmp_path / "cli_out" / "report.html").exists()
-    r = _cli("report", str(tmp_path / "missing.json"), "--device", "H100 SXM")
-    assert r.returncode == 2 and "does not exist" in r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1
-    r = _cli("report", str(tmp_path / "trace.json"), "--device", "Z80")
-    assert r.returncode == 2 and "--device 'Z80'" in r.stderr
+    # the errors, through the same main() in this process: one line each, exit 2
     not_json = tmp_path / "bad.json"
     not_json.write_text("{nope")
-    r = _cli("report", str(not_json), "--device", "A100 80GB")
-    assert r.returncode == 2 and "not valid JSON" in r.stderr
+    for args, says in [((str(tmp_path / "missing.json"), "--device", "H100 SXM"), "does not exist"),
+                       ((str(tmp_path / "trace.json"), "--device", "Z80"), "--device 'Z80'"),
+                       ((str(not_json), "--device", "A100 80GB"), "not valid JSON")]:
+        assert roofline_cli.main(["report", *args]) == 2, args
+        err = capsys.readouterr().err
+        assert says in err and len(err.strip().splitlines()) == 1, err
 
 
 def test_gzipped_trace_and_capture_misuse(tmp_path):

@@ -68,6 +68,7 @@ def dry_run(tmp_path_factory) -> dict:
             "cache": name, "suite": json.loads((out / "suite.json").read_text())}
 
 
+@pytest.mark.e2e
 def test_every_stage_ran_and_wrote_its_part(dry_run):
     suite = dry_run["suite"]
     stages = {s["stage"]: s for s in suite["measure"]["stages"]}
@@ -97,6 +98,7 @@ def test_every_stage_ran_and_wrote_its_part(dry_run):
     assert json.loads(marker.read_text())["by"] == "our runs in the peer stage"  # carried on with the caches
 
 
+@pytest.mark.e2e
 def test_the_stamped_commit_is_recorded_everywhere(dry_run):
     stamp, suite = dry_run["stamp"], dry_run["suite"]
     assert suite["measure"]["git"]["sha"] == stamp["commit"] and suite["measure"]["git"]["source"] == "stamp"
@@ -106,6 +108,7 @@ def test_the_stamped_commit_is_recorded_everywhere(dry_run):
     assert json.load(runs.extractfile(member))["git"]["sha"] == stamp["commit"]
 
 
+@pytest.mark.e2e
 def test_the_carried_cache_is_restored_and_sent_back(dry_run):
     cache = dry_run["suite"]["measure"]["cache"]
     assert cache["restored"] is True and cache["name"] == dry_run["cache"]
@@ -114,6 +117,7 @@ def test_the_carried_cache_is_restored_and_sent_back(dry_run):
     assert "inductor/fxgraph/marker" in _names(dry_run["out"] / dry_run["cache"])  # carried on next time
 
 
+@pytest.mark.e2e
 def test_the_returned_files_keep_within_the_limits(dry_run):
     out = dry_run["out"]
     files = sorted(out.iterdir())
@@ -205,6 +209,7 @@ def test_the_procedures_commands_parse():
     assert "build,warm" in stages and any("peer" in s for s in stages)
 
 
+@pytest.mark.e2e
 def test_a_failing_side_of_ours_still_returns_the_peers_figures_and_a_retry(tmp_path, monkeypatch):
     """Our trainer planted to exit 2 before writing a run.json (a config field
     that does not exist) unless capture is off: the published script's
@@ -240,6 +245,7 @@ def test_a_failing_side_of_ours_still_returns_the_peers_figures_and_a_retry(tmp_
     assert rc == 1  # the peer stage was partial: said by the exit status, the figures kept
 
 
+@pytest.mark.e2e
 def test_the_background_warm_up_leaves_a_marker_per_mode(tmp_path, monkeypatch):
     for key in ("CUDA_VISIBLE_DEVICES", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
         monkeypatch.setenv(key, "")

@@ -42,6 +42,7 @@ def dry_run(tmp_path_factory) -> dict:
             "stamp": json.loads(stamp.read_text())}
 
 
+@pytest.mark.e2e
 def test_dry_run_goes_through_every_part(dry_run):
     d = dry_run["json"]
     assert d["schema_version"] == 1
@@ -54,6 +55,7 @@ def test_dry_run_goes_through_every_part(dry_run):
     assert (dry_run["out"] / "suite.log").read_text().count("started") == 5
 
 
+@pytest.mark.e2e
 def test_the_suite_and_its_runs_name_the_stamped_commit(dry_run):
     """The GPU machine's .git may be stale; the carried stamp decides."""
     stamp = dry_run["stamp"]
@@ -65,6 +67,7 @@ def test_the_suite_and_its_runs_name_the_stamped_commit(dry_run):
     assert {k: ran[k] for k in want} == want
 
 
+@pytest.mark.e2e
 def test_trainer_and_peer_records_come_from_the_runs(dry_run):
     d = dry_run["json"]["parts"]
     (run,) = d["trainer"]["runs"]
@@ -83,6 +86,7 @@ def test_trainer_and_peer_records_come_from_the_runs(dry_run):
     assert (work / "train.pt").is_file() and (work / "test.pt").is_file()
 
 
+@pytest.mark.e2e
 def test_every_catalogued_op_has_its_faces_and_agrees_with_torch(dry_run):
     cases = dry_run["json"]["parts"]["ops"]["cases"]
     assert {c["op"] for c in cases} == set(dispatch.CATALOGUE)
@@ -98,6 +102,7 @@ def test_every_catalogued_op_has_its_faces_and_agrees_with_torch(dry_run):
     assert cpu_ns and all(c["status"] == "unavailable" for c in cpu_ns)
 
 
+@pytest.mark.e2e
 def test_roofline_part_summarises_the_profiled_step(dry_run):
     roof = dry_run["json"]["parts"]["roofline"]
     assert Path(roof["report_dir"], "report.html").is_file()
@@ -105,6 +110,7 @@ def test_roofline_part_summarises_the_profiled_step(dry_run):
     assert roof["ncu"] == {"status": "skipped", "reason": "dry run"}
 
 
+@pytest.mark.e2e
 def test_a_part_cut_at_its_budget_keeps_a_readable_record(tmp_path):
     r = suite("--out", str(tmp_path), "--dry-run", "--only", "trainer", "--part-budget", "2",
               "--data-dir", str(cifar_dir()), timeout=60)
@@ -223,6 +229,7 @@ def test_bad_flags_are_one_line_and_exit_2(tmp_path, args, needle):
     assert not (tmp_path / "o").exists()  # nothing written for a command refused
 
 
+@pytest.mark.e2e
 def test_the_ops_part_runs_the_ops_named(tmp_path):
     r = suite("--out", str(tmp_path), "--dry-run", "--only", "ops", "--ops", "bn_act,linear", timeout=120)
     assert r.returncode == 0, r.stderr

@@ -30,6 +30,7 @@ def _run(module: str, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
 
 
+@pytest.mark.e2e
 def test_dry_run_goes_through_every_configuration(tmp_path):
     r = _run("sweep_bn_act", "--out", str(tmp_path), "--dry-run")
     assert r.returncode == 0, r.stderr[-2000:]
@@ -64,6 +65,7 @@ def test_without_a_gpu_it_refuses_in_one_line(tmp_path, script):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.e2e
 def test_dry_run_launches_every_call_with_two_configurations(tmp_path):
     r = _run("sweep_conv_group", "--out", str(tmp_path), "--dry-run", "--batch", "1", "--first", "2")
     assert r.returncode == 0, r.stderr[-2000:]

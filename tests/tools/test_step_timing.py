@@ -106,7 +106,7 @@ def test_the_cpu_dry_run_times_two_arms_and_writes_their_records(tmp_path):
     assert not any(row.get("source") == "in-step" for row in entry["ops"].values())
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_an_arm_in_a_process_of_its_own_and_one_that_cannot_run(tmp_path):
     """The GPU's path (each arm its own process), on the CPU; an arm whose
     face cannot run here is a record saying why, and the next arm still runs."""

@@ -28,7 +28,7 @@ from support.cifar_data import cifar_dir
 from dawnbench_fast.runner import claim
 from dawnbench_fast.training.checkpoint import RUN_CHECKPOINT
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 EPOCHS = 4
 COMMON = ["--eval-subset", "500", "--batch-size", "100", "--set", "widths=16,32,32",
