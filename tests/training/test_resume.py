@@ -108,14 +108,21 @@ def test_sigkill_mid_epoch_then_resume_gives_the_same_weights(tmp_path, referenc
 
 def test_same_seed_same_weights_and_kernels_other_seed_other_weights(tmp_path):
     # the default precision (bf16 autocast) and kernels (auto: cpu where the C++ build is there)
-    # The second run is --deterministic: on the CPU the default already runs the
-    # same kernels (choices cached per machine), so both give the same weights.
-    def run(seed: int, name: str, *extra: str) -> tuple[dict, dict]:
-        _run("--seed", str(seed), "--out", str(tmp_path / name), "--save-model", str(tmp_path / f"{name}.pt"),
+    # The first command trains seeds 0 and 1 (--runs 2: one process, its state reset for each
+    # seed); the second, seed 0 alone and --deterministic: on the CPU the default already runs
+    # the same kernels (choices cached per machine), so both give seed 0 the same weights.
+    def run(name: str, *extra: str) -> None:
+        _run("--seed", "0", "--out", str(tmp_path / name), "--save-model", str(tmp_path / f"{name}.pt"),
              *extra, args=DEFAULT_PRECISION)
-        return _weights(tmp_path / f"{name}.pt"), json.loads((tmp_path / name / "run.json").read_text())
 
-    (w1, r1), (w2, r2), (w3, _) = run(0, "first"), run(0, "second", "--deterministic"), run(1, "other")
+    def record(path: Path) -> dict:
+        return json.loads(path.read_text())
+
+    run("both", "--runs", "2")
+    run("alone", "--deterministic")
+    w1, r1 = _weights(tmp_path / "both_seed0.pt"), record(tmp_path / "both" / "seed0" / "run.json")
+    w2, r2 = _weights(tmp_path / "alone.pt"), record(tmp_path / "alone" / "run.json")
+    w3 = _weights(tmp_path / "both_seed1.pt")
     assert r1["config"]["extra"]["precision"]["requested"] == "auto" and r2["config"]["deterministic"]
     assert r1["result"]["final_top1"] > 0.2, "the small run must learn (chance is 0.10)"
     assert _same(w1, w2)
