@@ -26,6 +26,7 @@ from support.cifar_data import cifar_dir
 
 from dawnbench_fast import atomic, cifar
 from dawnbench_fast.cifar import cli as cifar_cli
+from dawnbench_fast.cifar import task as cifar_task
 from dawnbench_fast.cifar import train_state as cifar_train_state
 from dawnbench_fast.config.overrides import ConfigError
 from dawnbench_fast.data import cifar10 as C
@@ -358,6 +359,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(name, tmp_path, capsys,
     if case.stage == "flags":
         monkeypatch.setattr(cifar_cli, "load_cifar10", tripwire("the data was read"))
     monkeypatch.setattr(cifar_cli, "CifarTask", tripwire("a model was built"))
+    monkeypatch.setattr(cifar_task, "CifarTask", tripwire("a model was built"))  # the command's shared_tasks
     monkeypatch.setattr(cifar_train_state, "build_model", tripwire("a model was built"))
     code, err = run_main([*BASE, "--data-dir", str(data), "--out", str(out), *case.args,
                           *case.more(tmp_path)], capsys)
@@ -400,7 +402,7 @@ def test_show_config_ignores_out(tmp_path, capsys):
 def test_a_run_that_fails_writes_nothing(tmp_path, capsys, monkeypatch):
     """A failure that is no user error (here: in the trainer) propagates, and
     --out is still not created: nothing is written before there are results."""
-    monkeypatch.setattr(cifar_cli, "CifarTask", tripwire("crash"))
+    monkeypatch.setattr(cifar_task, "CifarTask", tripwire("crash"))  # the command's tasks (shared_tasks)
     out = out_new(tmp_path)
     with pytest.raises(AssertionError, match="crash"):
         cifar.main([*BASE, "--data-dir", str(cifar_dir()), "--out", str(out)])
