@@ -5,16 +5,19 @@
   graphs (and which variants, or why not), the optimisers' arithmetic, and
   how often the loop reads the device. Every device decision of the step is
   made here; the step itself only reads the plan.
-- :func:`train_step`, the step itself: one function over the run's state
-  (cifar.train_state, allocated up front) and the step's keys. Read it top to
+- :class:`TrainState`, everything the step reads or writes, allocated once
+  per config before the warm-up and only written after (each seed's reset
+  writes into it).
+- :func:`train_step`, the step itself: one function over that state and
+  the step's keys (:class:`StepKey`). Read it top to
   bottom: the batch made on the device from its keys, forward and loss,
   backward, the gradients summed over the ranks, both optimisers at the
   step's rates, read on the device at the step counter.
 - :class:`Stepper`, which runs the step: eagerly on the keys as given, or,
   under a plan with static inputs, on the keys copied into fixed buffers,
-  its graph replayed where the variant was captured (:class:`CudaRecorder`,
-  in the warm-up, off the clock; a self-test, then a fall back to the eager
-  body if anything fails).
+  its graph replayed where the variant was captured (cifar.cuda_graph's
+  :class:`CudaRecorder`, in the warm-up, off the clock; a self-test, then a
+  fall back to the eager body if anything fails).
 
 The step changes form with host structure only: the training side (another
 input shape) and whether the whitening bias trains (another autograd graph).
