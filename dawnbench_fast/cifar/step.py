@@ -243,7 +243,7 @@ class TrainState:
     def __init__(self, cfg: CifarRecipe, plan: StepPlan, data: DeviceData, layout: Layout, batch: int):
         """``batch``: the images of this process's share of a step (the static keys' size)."""
         device, backend = plan.device, plan.backend
-        self.cfg, self.plan, self.data, self.layout = cfg, plan, data, layout
+        self.cfg, self.plan, self.data = cfg, plan, data
         self.built_for = _config_key(cfg, layout)
         self.world = world()
         self.model = train_state.build_model(cfg, device, backend)
@@ -270,7 +270,8 @@ class TrainState:
         self.stepper = Stepper(self, plan, batch, CudaRecorder() if plan.captured else None)
 
     def check(self, cfg: CifarRecipe, layout: Layout) -> None:
-        """A state is shared only between seeds of one config: its shapes need not fit another's."""
+        """A state is shared only between seeds of one config: its shapes need
+        not fit another's (checked once, where a task takes the state)."""
         if _config_key(cfg, layout) != self.built_for:
             raise ValueError("TrainState: this state was built for another config; share a state only "
                              "between seeds of one config")
@@ -281,7 +282,6 @@ class TrainState:
         data's ``whiten_x``, as the recipe says), zero optimiser state, no
         average yet and the step counter at 0, all written into the state's
         tensors; ``pruner`` and ``splits``: the seed's task's."""
-        self.check(cfg, self.layout)
         torch.manual_seed(cfg.seed)
         # the same draws as a fresh build's, copied into the tensors the step already uses
         self.model.load_state_dict(train_state.net_of(cfg).state_dict())

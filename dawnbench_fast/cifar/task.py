@@ -2,8 +2,8 @@
 :class:`CifarTask`, the training run that dawnbench_fast.training.train's
 loop drives (the epoch's step keys, the step, evaluation, predictor,
 checkpoint state). The step itself and its plan are in
-dawnbench_fast.cifar.step; everything it reads, allocated once per config,
-in dawnbench_fast.cifar.train_state.
+dawnbench_fast.cifar.step, with everything it reads, allocated once per
+config (its TrainState).
 
 Every hyperparameter is a field of the recipe (dawnbench_fast.cifar.recipe);
 the evaluation (BN folded, test-time augmentation) is in
@@ -79,7 +79,7 @@ class CifarTask:
                  state: TrainState | None = None):
         """``state``: everything the step reads, which the tasks of one
         config's seeds (and its warm-up) share so that it is allocated once
-        (cifar.train_state, :func:`shared_tasks`); allocated here, for this
+        (cifar.step.TrainState, :func:`shared_tasks`); allocated here, for this
         task alone, by default."""
         self.cfg, self.data, self.device, self.backend = cfg, data, device, backend
         self.n_train = len(data.train_labels)
@@ -137,7 +137,7 @@ class CifarTask:
         """Pad and normalise the data (DeviceData.prepare: on the clock, as the
         published recipe does), then the seed's initial net, its first conv
         (``cfg.first_conv``) and fresh optimisers, written into the state
-        allocated for the config (cifar.train_state)."""
+        allocated for the config (cifar.step.TrainState)."""
         self.data.prepare()
         self.state.reset(self.cfg, self.pruner, self.splits)
         self.step = 0
@@ -278,7 +278,7 @@ class CifarTask:
 def shared_tasks(data: DeviceData, device: torch.device, backend: str) -> Callable[[Config], CifarTask]:
     """A maker of tasks that share one state, allocated by the first task
     made (the run's, before the warm-up's): the warm-up and every seed of a
-    command, which may differ only in their seed (cifar.train_state)."""
+    command, which may differ only in their seed (cifar.step.TrainState)."""
     state: TrainState | None = None
 
     def make(cfg: Config) -> CifarTask:
