@@ -129,6 +129,41 @@ def test_a_slow_network_bounds_and_the_sides_follow_the_recipe(tmp_path):
     assert recipe_sides(Config()) == [160, 192]
 
 
+def test_a_gpu_step_is_the_larger_of_its_compute_and_its_loader(tmp_path):
+    # on a GPU the loader's threads run beside the step. Two GPUs at 1 GB/s: compute 0.1 s plus the
+    # exposed ring's 4 ms (the composition test above) against the loader's 100 images on 4 cores
+    loader = {"forms": {"packed": {"160": 500.0, "256": 500.0}}}  # 2000 images/s: 0.05 s, hidden
+    p = projection.project(projection.read_inputs(_inputs(tmp_path, loader=loader)),
+                           _setup(gpus=2, cores_per_gpu=4, bus_bytes_per_s=1e9, latency_s=0.0))
+    row = p.sides[0]
+    assert row.loader_s == pytest.approx(0.05) and row.step_s == pytest.approx(0.104) and p.bound == "gpu"
+    assert p.total_s == pytest.approx(100 * 0.104 + 500 / 2000)  # the evaluation reads no loader here
+    loader["forms"]["packed"]["160"] = 200.0  # 800 images/s: 0.125 s, longer than the GPU's 0.104
+    slow = projection.project(projection.read_inputs(_inputs(tmp_path, loader=loader)),
+                              _setup(gpus=2, cores_per_gpu=4, bus_bytes_per_s=1e9, latency_s=0.0))
+    assert slow.sides[0].step_s == pytest.approx(0.125) and slow.bound == "loader cores"
+
+
+@pytest.mark.parametrize(("tta", "rate"), [(True, 800 * 3 / 2 * (192 / 256) ** 2), (False, 800 * 3 * (192 / 256) ** 2)])
+def test_an_evaluation_not_measured_is_assumed_from_the_largest_side(tmp_path, tta, rate):
+    # a forward is a third of a training step, the mirror doubles it, the pixels scale it: at 192 px
+    # (800 images/s) to the recipe's 256-px evaluation
+    inputs = projection.read_inputs(_inputs(tmp_path))
+    del inputs["step"]["eval"]
+    p = projection.project(inputs, _setup(gpus=1, sets=["min_res=160", "max_res=160", f"tta={tta}"]))
+    assert p.eval_s == pytest.approx(1000 / rate) and p.total_s == pytest.approx(20 + 1000 / rate)
+    assert p.eval_source.startswith("assumed: 3x the 192-px training rate")
+
+
+def test_an_evaluation_on_shared_cores_pays_for_its_decoding(tmp_path):
+    # a CPU device: the 1000 val images also take the loader's 4 cores at 25 images/s each, 10 s
+    loader = {"forms": {"packed": {"160": 50.0, "256": 25.0}}}
+    p = projection.project(projection.read_inputs(_inputs(tmp_path, loader=loader)),
+                           _setup(gpus=1, cores_per_gpu=4, shared_cores=True))
+    assert p.eval_s == pytest.approx(1000 / 2000 + 10.0)
+    assert p.total_s == pytest.approx(200 * (0.1 + 0.5) + 10.5)
+
+
 @pytest.mark.parametrize(("data", "says"), [
     ("{", "not JSON"),
     ("[]", "not a JSON object"),

@@ -65,7 +65,7 @@ def test_the_ranks_measurements_combine_into_inputs_the_projection_composes(tmp_
     ([0.05], check.PASSED),
     ([-0.4, 0.19], check.PASSED),  # a later try within 20%
     ([-0.4, 0.3, 0.25], check.NOISE),  # both ways: the load moved
-    ([-0.3, -0.5, -0.25], check.BIASED),  # all one way: a part left out or counted twice
+    ([-0.3, -0.5, -0.25], check.BIASED),  # all one way: a large part left out or counted twice
 ])
 def test_the_verdict_on_the_tries(errors, verdict):
     assert check.verdict(errors, check.TOLERANCES[1]) == verdict
