@@ -144,7 +144,8 @@ def test_a_gpu_step_is_the_larger_of_its_compute_and_its_loader(tmp_path):
     assert slow.sides[0].step_s == pytest.approx(0.125) and slow.bound == "loader cores"
 
 
-@pytest.mark.parametrize(("tta", "rate"), [(True, 800 * 3 / 2 * (192 / 256) ** 2), (False, 800 * 3 * (192 / 256) ** 2)])
+@pytest.mark.parametrize(("tta", "rate"), [(True, 800 * 3 / 2 * (192 / 256) ** 2),
+                                           (False, 800 * 3 * (192 / 256) ** 2)])
 def test_an_evaluation_not_measured_is_assumed_from_the_largest_side(tmp_path, tta, rate):
     # a forward is a third of a training step, the mirror doubles it, the pixels scale it: at 192 px
     # (800 images/s) to the recipe's 256-px evaluation
