@@ -132,15 +132,16 @@ def test_a_slow_network_bounds_and_the_sides_follow_the_recipe(tmp_path):
 def test_a_gpu_step_is_the_larger_of_its_compute_and_its_loader(tmp_path):
     # on a GPU the loader's threads run beside the step. Two GPUs at 1 GB/s: compute 0.1 s plus the
     # exposed ring's 4 ms (the composition test above) against the loader's 100 images on 4 cores
-    loader = {"forms": {"packed": {"160": 500.0, "256": 500.0}}}  # 2000 images/s: 0.05 s, hidden
-    p = projection.project(projection.read_inputs(_inputs(tmp_path, loader=loader)),
-                           _setup(gpus=2, cores_per_gpu=4, bus_bytes_per_s=1e9, latency_s=0.0))
+    def two_gpus(per_core: float) -> projection.Projection:
+        loader = {"forms": {"packed": {"160": per_core, "256": 500.0}}}
+        return projection.project(projection.read_inputs(_inputs(tmp_path, loader=loader)),
+                                   _setup(gpus=2, cores_per_gpu=4, bus_bytes_per_s=1e9, latency_s=0.0))
+
+    p = two_gpus(500.0)  # 2000 images/s: 0.05 s, hidden
     row = p.sides[0]
     assert row.loader_s == pytest.approx(0.05) and row.step_s == pytest.approx(0.104) and p.bound == "gpu"
     assert p.total_s == pytest.approx(100 * 0.104 + 500 / 2000)  # the evaluation reads no loader here
-    loader["forms"]["packed"]["160"] = 200.0  # 800 images/s: 0.125 s, longer than the GPU's 0.104
-    slow = projection.project(projection.read_inputs(_inputs(tmp_path, loader=loader)),
-                              _setup(gpus=2, cores_per_gpu=4, bus_bytes_per_s=1e9, latency_s=0.0))
+    slow = two_gpus(200.0)  # 800 images/s: 0.125 s, longer than the GPU's 0.104
     assert slow.sides[0].step_s == pytest.approx(0.125) and slow.bound == "loader cores"
 
 
