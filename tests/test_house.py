@@ -315,6 +315,7 @@ def test_the_word_scan_catches_planted_words_and_passes_legitimate_ones(tmp_path
 # list is a decision the plan should make instead.
 DEVICE_BRANCHES = {
     "dawnbench_fast.cifar.step",  # the CIFAR step's plan
+    "dawnbench_fast.cifar.recipe_choice",  # the recipe a run takes by default: the GPU's or a CPU's
     # the resolvers the plans call
     "dawnbench_fast.config.precision", "dawnbench_fast.dispatch", "dawnbench_fast.execution.gpu_defaults",
     "dawnbench_fast.execution.runtime", "dawnbench_fast.execution.distributed",

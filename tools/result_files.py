@@ -16,6 +16,7 @@ from pathlib import Path
 from dawnbench_fast.analyze.leaderboard import timestamp_of
 from dawnbench_fast.analyze.run_records import RunRecord, read_run
 from dawnbench_fast.config.overrides import ConfigError
+from dawnbench_fast.hardware.machine import cpu_class
 
 COMMAND = "results"
 NOTES_FILE = "provenance.json"
@@ -26,8 +27,6 @@ SUITE_FILE = "suite.json"
 # flag makes its runs a row of their own, labelled with it.
 NEUTRAL_FLAGS = {"--seed": 1, "--runs": 1, "--out": 1, "--overwrite": 0, "--no-progress": 0,
                  "--data-dir": 1, "--latency-images": 1}
-# AMD's families by the names the docs use (docs/PERFORMANCE.md, "The machines").
-NICKNAMES = {("AuthenticAMD", "25", "17"): "Zen 4", ("AuthenticAMD", "26", "2"): "Zen 5"}
 END_CLOCK_TOLERANCE_S = 0.5  # compare.json's end clock against run.json's (hours x 3600 rounding)
 
 
@@ -188,9 +187,7 @@ def machine_of(record: RunRecord | None, cpu: dict | None = None) -> Machine:
     if family is None:
         hardware = record.hardware if record else "a CPU"
         return Machine(("cpu", "unknown", hardware), f"{hardware} (CPU family and model not recorded)")
-    nick = NICKNAMES.get((vendor, str(family), str(model)))
-    if nick is None and "amx_tile" in (info.get("features") or []):
-        nick = "AMX"
+    nick = cpu_class({**info, "vendor": vendor, "family": family, "model": model})
     label = f"{name or vendor or 'CPU'}, family {family} model {model}" + (f" ({nick})" if nick else "")
     label += f", {threads} threads" if threads else ""
     return Machine(("cpu", str(family), str(model), threads), label)

@@ -19,6 +19,7 @@ from typing import NamedTuple
 import torch
 
 from dawnbench_fast import atomic, dispatch
+from dawnbench_fast.cifar import recipe_choice
 from dawnbench_fast.cifar.evaluation import evaluate
 from dawnbench_fast.cifar.recipe import RECIPES, apply_overrides, fit_subset, validate
 from dawnbench_fast.cifar.task import CifarTask, Config, kernel_choices, load_model, save_model, shared_tasks
@@ -68,10 +69,13 @@ def build_parser() -> argparse.ArgumentParser:
                    "evaluation's warm-up), filling the compile caches on disk, and write its seconds, "
                    "compile mode and step record to JSON; nothing is trained or written to --out")
     cli.add_training_args(p, d, set_example="lr_filters=0.2")
-    p.add_argument("--recipe", choices=sorted(RECIPES), default="dawnbench_fast",
-                   help="named recipe: dawnbench_fast (ours: the 2025 hiverge record's values with the "
-                   "2026 record's levers, 24 then 28 px by downsampling for six epochs, an lr floor "
-                   "and a weight average, for 9.5 epochs, with selective TTA), fulcrum (those levers "
+    p.add_argument("--recipe", choices=[recipe_choice.AUTO, *sorted(RECIPES)], default=recipe_choice.AUTO,
+                   help="named recipe: auto (the default: dawnbench_fast on a GPU; on a CPU the cheapest "
+                   "schedule at the accuracy bar at the CPU's measured step time per image side, "
+                   "dawnbench_fast today; which and why in the report and run.json), dawnbench_fast "
+                   "(ours: the 2025 hiverge record's values with the 2026 record's levers, 24 then 28 "
+                   "px by downsampling for six epochs, an lr floor and a weight average, for 9.5 "
+                   "epochs, with selective TTA), fulcrum (those levers "
                    "as published: 8.875 epochs), dawnbench_fast_2025 (the default before: 8.5 epochs "
                    "at 32 px), hiverge (the 2025 record's 7.63 epochs), airbench94_muon (the "
                    "published recipe: 6-view TTA on every image), airbench94_tta (it with selective "
@@ -98,8 +102,11 @@ def build_eval_parser() -> argparse.ArgumentParser:
 def config_from_args(args: argparse.Namespace) -> Config:
     if args.config is not None:
         return apply_overrides(config_from_file(args), args.set)
-    cfg = Config(**config_file.recipe_fields(args, RECIPES), subset=args.subset, eval_subset=args.eval_subset,
-                 download=not args.no_download)
+    # --recipe auto: the schedule for the device the run will use, and why (cifar.recipe_choice)
+    auto = args.recipe == recipe_choice.AUTO
+    choice = recipe_choice.choose(args.recipe, resolve_device(args.device)).record() if auto else None
+    cfg = Config(**config_file.recipe_fields(args, RECIPES, choice), subset=args.subset,
+                 eval_subset=args.eval_subset, download=not args.no_download)
     # the recipe's batch and whitening sample taken down to a smaller --subset (said on stderr);
     # a --batch-size or --set of them stays as given, for the data check to refuse
     explicit = {pair.split("=", 1)[0] for pair in args.set}

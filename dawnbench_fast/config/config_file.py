@@ -149,12 +149,16 @@ def epochs_value(epochs: float) -> int | float:
     return int(epochs) if float(epochs).is_integer() else epochs
 
 
-def recipe_fields(args: argparse.Namespace, recipes: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def recipe_fields(args: argparse.Namespace, recipes: dict[str, dict[str, Any]],
+                  choice: dict[str, str] | None = None) -> dict[str, Any]:
     """The Config fields every trainer takes from the shared flags
     (cli.add_training_args, add_execution_args): the named recipe's values,
     an explicit --epochs, --batch-size or --precision winning over them, and
-    the run's seed, target, device, kernels and the rest."""
-    preset = {**recipes[args.recipe]}
+    the run's seed, target, device, kernels and the rest. ``choice``: where the
+    trainer chose the recipe for the machine (``--recipe auto``), its record
+    (``recipe``, ``requested``, ``why``), kept in ``extra``; else ``--recipe``."""
+    recipe = choice["recipe"] if choice else args.recipe
+    preset = {**recipes[recipe]}
     if args.epochs is not None:
         preset["epochs"] = epochs_value(args.epochs)
     for name in ("batch_size", "precision"):
@@ -163,5 +167,6 @@ def recipe_fields(args: argparse.Namespace, recipes: dict[str, dict[str, Any]]) 
     return {**preset, "seed": args.seed, "target": args.target, "eval_every": args.eval_every,
             "show_every": args.show_every, "device": args.device, "kernels": args.kernels,
             "threads": args.threads,
-            "deterministic": args.deterministic, "data_dir": args.data_dir, "extra": {"recipe": args.recipe},
+            "deterministic": args.deterministic, "data_dir": args.data_dir,
+            "extra": {"recipe": recipe, **({"recipe_choice": choice} if choice else {})},
             "compile": compile_choice(args.compile)}

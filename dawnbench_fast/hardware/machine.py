@@ -76,6 +76,25 @@ def cpu_info() -> dict[str, object]:
     }
 
 
+# The CPU classes the project measures on, as the docs name them (docs/PERFORMANCE.md,
+# "The machines"): AMD's by family and model, Intel's Sapphire-Rapids-class Xeons by AMX.
+CPU_CLASSES: tuple[str, ...] = ("Zen 4", "Zen 5", "AMX")
+
+
+def cpu_class(info: dict[str, object]) -> str | None:
+    """The class of a CPU described as :func:`cpu_info` describes it ("Zen 4":
+    AMD family 25 model 17, "Zen 5": AMD family 26, "AMX": an x86 CPU with
+    AMX tiles), None for any other."""
+    vendor, family, model = info.get("vendor"), str(info.get("family")), str(info.get("model"))
+    if vendor == "AuthenticAMD" and (family, model) == ("25", "17"):
+        return "Zen 4"
+    if vendor == "AuthenticAMD" and family == "26":
+        return "Zen 5"
+    if "amx_tile" in (info.get("features") or ()):
+        return "AMX"
+    return None
+
+
 def user_cache_dir() -> Path:
     """The per-user cache every part of the package shares (the dataset, the
     built C++ module, measured CPU peaks, kernel choices): ``$DAWNBENCH_CACHE``,

@@ -283,7 +283,8 @@ def run_line(s: dict, target: float) -> str:
 def report_text(runs: list[dict], cfg: Any, cost_per_hour: float | None, hardware: str,
                 backend: str, dataset: str = "CIFAR-10", gpu: dict | None = None) -> str:
     """The summary printed after the runs (``runs``: run.json ``result``s;
-    ``cfg``: the recipe's config, read for ``precision`` and ``target``;
+    ``cfg``: the recipe's config, read for ``precision``, ``target`` and the
+    recipe's choice (``extra["recipe_choice"]``);
     ``gpu``: run.json's ``gpu``, for its driver, clocks and power limit)."""
     rows = []
     for s in runs:
@@ -301,6 +302,9 @@ def report_text(runs: list[dict], cfg: Any, cost_per_hour: float | None, hardwar
         lines.insert(1, gpu_line(gpu))
     if runs and runs[0].get("step"):
         lines.insert(1, step_line(runs[0]["step"]))
+    choice = getattr(cfg, "extra", {}).get("recipe_choice")
+    if choice:  # the recipe as the trainer chose it (cifar.recipe_choice)
+        lines.insert(1, f"recipe: {choice['recipe']} ({choice['why']})")
     lines += _outcome_lines(runs, cost_per_hour)
     lines.append("\nwhere the time goes (mean seconds per run; the clock = init + train + eval):")
     lines.append(table(["phase", "seconds"],
