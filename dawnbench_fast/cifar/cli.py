@@ -72,10 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--recipe", choices=[recipe_choice.AUTO, *sorted(RECIPES)], default=recipe_choice.AUTO,
                    help="named recipe: auto (the default: dawnbench_fast on a GPU; on a CPU the cheapest "
                    "schedule at the accuracy bar at the CPU's measured step time per image side, "
-                   "dawnbench_fast today; which and why in the report and run.json), dawnbench_fast "
+                   "dawnbench_fast_cpu today; which and why in the report and run.json), dawnbench_fast "
                    "(ours: the 2025 hiverge record's values with the 2026 record's levers, 24 then 28 "
                    "px by downsampling for six epochs, an lr floor and a weight average, for 9.5 "
-                   "epochs, with selective TTA), fulcrum (those levers "
+                   "epochs, with selective TTA), dawnbench_fast_cpu (it with epochs 1-5 at 24 px and "
+                   "the sixth at 28), fulcrum (those levers "
                    "as published: 8.875 epochs), dawnbench_fast_2025 (the default before: 8.5 epochs "
                    "at 32 px), hiverge (the 2025 record's 7.63 epochs), airbench94_muon (the "
                    "published recipe: 6-view TTA on every image), airbench94_tta (it with selective "

@@ -1,18 +1,26 @@
-"""The recipe a run takes by default (``--recipe auto``): a schedule's price
-against a hand count, the choice on each CPU class and on CUDA (which keeps
-the GPU's schedule), the cheapest of several schedules at a class's measured
-costs, and the choice in the config, run.json's record and the report."""
+"""The CPU's schedule and the recipe a run takes by default (``--recipe
+auto``): the schedule's steps, sides and learning rates against a hand count,
+a schedule's price against a hand count, the choice on each CPU class and on
+CUDA (which keeps the GPU's schedule), the choice following a class's costs,
+the choice in the config, run.json's record and the report, the schedule
+against its committed runs, and a run resumed mid-schedule against the
+uninterrupted one, bit for bit."""
 
 from __future__ import annotations
 
 import dataclasses
+import io
+import json
+from pathlib import Path
 
 import pytest
 import torch
+from support.cifar_data import cifar_dir
 
 from dawnbench_fast import cifar
 from dawnbench_fast.cifar import RECIPES, Config, recipe_choice
 from dawnbench_fast.cifar.recipe import CifarRecipe
+from dawnbench_fast.data.progressive import epoch_side
 from dawnbench_fast.reporting import bench
 
 CPU = torch.device("cpu")
@@ -23,13 +31,49 @@ OTHER = {"vendor": "GenuineIntel", "family": "6", "model": "85", "features": ["a
 CLASSES = [(ZEN4, "Zen 4"), (ZEN5, "Zen 5"), (AMX, "AMX"), (OTHER, None)]
 # A schedule screened for the CPU (three epochs at 20 px, two at 24, one at 28, 3.5 at 32)
 LOW_SIDES = {"progressive": (20, 20, 20, 24, 24, 28)}
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
+SCREEN = RESULTS / "screen-cpu-zen4-0b91acc" / "sides-24x5-28"
 
 
 @pytest.fixture
 def two_cpu_schedules(monkeypatch):
-    """A second CPU schedule at the bar beside the default, as a screened one that passed would be."""
+    """Another CPU schedule at the bar beside the default, cheaper than the CPU's own."""
     monkeypatch.setitem(RECIPES, "low_sides", LOW_SIDES)
     monkeypatch.setattr(recipe_choice, "CPU_RECIPES", ("low_sides", "dawnbench_fast"))
+
+
+def test_the_cpu_schedule_s_steps_sides_and_learning_rates_against_a_hand_count():
+    # the full set: 50,000 // 1536 = 32 steps an epoch; 9.5 epochs = 9 x 32 + 16 = 304 steps;
+    # the decay over 9.5 - 0.375 = 9.125 epochs = 9 x 32 + 4 = 292 steps, then held at 0.05;
+    # the whitening bias 0.2 x 32 = 6.4 -> 7 steps
+    cfg = Config(**RECIPES["dawnbench_fast_cpu"], data_dir=str(cifar_dir()), download=False)
+    task = cfg.build_task(CPU)
+    assert task.epoch_steps == [32] * 9 + [16]
+    assert (task.total_steps, task.decay_steps, task.whiten_bias_steps) == (304, 292, 7)
+    # five epochs at 24 px, one at 28, the last 3.5 at 32
+    assert [epoch_side(cfg.progressive, e, 32) for e in range(10)] == [24] * 5 + [28] + [32] * 4
+    assert task.warm_up_epochs == (0, 5, 6)  # one epoch of each side, for the warm-up
+    table = task.state.lr_host
+    for s in (0, 1, 100, 277, 278, 291, 292, 303):
+        f = max(0.05, 1 - s / 292)  # 1 - 277/292 > 0.05 > 1 - 278/292: the floor from step 278
+        whiten, norm_biases, head, filters = table[s].tolist()
+        assert filters == pytest.approx(cfg.lr_filters * f, rel=1e-6)
+        assert head == pytest.approx(cfg.lr_head * f, rel=1e-6)
+        assert norm_biases == pytest.approx(cfg.lr_bias * f, rel=1e-6)
+        assert whiten == pytest.approx(cfg.lr_bias * max(0.0, 1 - s / 7), rel=1e-6, abs=1e-12)
+    # the GPU's schedule is the same but for its sides
+    gpu = dataclasses.replace(cfg, progressive=Config().progressive, data_dir=None, download=True)
+    assert gpu == Config()
+
+
+@pytest.mark.parametrize("path", sorted(SCREEN.glob("seed*/run.json")), ids=lambda p: p.parent.name)
+def test_the_cpu_schedule_is_its_committed_runs_config(path):
+    """The recipe field for field against the run.json ``config`` of its ten-seed record."""
+    recorded = json.loads(path.read_text())["config"]
+    schedule = json.loads(json.dumps(dataclasses.asdict(Config(**RECIPES["dawnbench_fast_cpu"]))))
+    as_run = {"precision", "data_dir", "extra", "seed"}
+    changed = {k: (v, recorded[k]) for k, v in schedule.items() if k not in as_run and v != recorded[k]}
+    assert not changed
 
 
 def test_a_schedule_s_price_against_a_hand_count():
@@ -39,6 +83,8 @@ def test_a_schedule_s_price_against_a_hand_count():
     low = recipe_choice.schedule_cost(CifarRecipe(**LOW_SIDES), costs)
     assert low == pytest.approx(3 * 0.374 + 2 * 0.517 + 0.78 + 3.5)
     assert recipe_choice.schedule_cost(CifarRecipe(), costs) == pytest.approx(3 * 0.517 + 3 * 0.78 + 3.5)
+    cpu = recipe_choice.schedule_cost(CifarRecipe(**RECIPES["dawnbench_fast_cpu"]), costs)
+    assert cpu == pytest.approx(5 * 0.517 + 0.78 + 3.5)
     # a smaller batch: 50,000 // 1024 = 48 steps an epoch, 8.5 epochs = 8 x 48 + 24 steps
     small = CifarRecipe(batch_size=1024, epochs=8.5)
     assert recipe_choice.schedule_cost(small, costs) == pytest.approx(3 * 0.517 + 3 * 0.78 + 2.5)
@@ -52,16 +98,28 @@ def test_a_schedule_s_price_against_a_hand_count():
 
 
 @pytest.mark.parametrize(("cpu", "name"), CLASSES, ids=["zen4", "zen5", "amx", "other"])
-def test_auto_on_each_cpu_class_takes_the_schedule_at_the_bar_and_says_why(cpu, name):
+def test_auto_on_each_cpu_class_takes_the_cpu_schedule_and_says_why(cpu, name):
     choice = recipe_choice.choose("auto", CPU, cpu)
-    assert choice == recipe_choice.RecipeChoice("auto", "dawnbench_fast", choice.why)
-    price = recipe_choice.schedule_cost(CifarRecipe(), recipe_choice.side_costs(name))
-    assert choice.why.startswith(f"auto on the CPU: the one schedule at the accuracy bar so far, {price:.2f} "
-                                 "32-px epochs of training at ")
+    assert choice == recipe_choice.RecipeChoice("auto", "dawnbench_fast_cpu", choice.why)
+    costs = recipe_choice.side_costs(name)
+    cpu_price = recipe_choice.schedule_cost(CifarRecipe(**RECIPES["dawnbench_fast_cpu"]), costs)
+    gpu_price = recipe_choice.schedule_cost(CifarRecipe(), costs)
+    assert cpu_price < gpu_price
+    assert choice.why.startswith("auto on the CPU: the cheapest schedule at the accuracy bar, "
+                                 f"{cpu_price:.2f} 32-px epochs of training at ")
+    assert choice.why.endswith(f"(against dawnbench_fast {gpu_price:.2f})")
     if name in recipe_choice.SIDE_COSTS:
-        assert choice.why.endswith(f"{name}'s measured step costs per side")
+        assert f"{name}'s measured step costs per side" in choice.why
     else:
         assert f"({name or 'this CPU class'} has no measured step costs)" in choice.why
+
+
+def test_with_one_schedule_at_the_bar_auto_says_so(monkeypatch):
+    monkeypatch.setattr(recipe_choice, "CPU_RECIPES", ("dawnbench_fast",))
+    choice = recipe_choice.choose("auto", CPU, ZEN4)
+    assert choice.recipe == "dawnbench_fast"
+    assert choice.why == ("auto on the CPU: the one schedule at the accuracy bar so far, 7.39 32-px epochs "
+                          "of training at Zen 4's measured step costs per side")
 
 
 @pytest.mark.parametrize(("cpu", "name"), CLASSES, ids=["zen4", "zen5", "amx", "other"])
@@ -78,11 +136,11 @@ def test_auto_takes_the_cheapest_schedule_at_each_class_s_costs(two_cpu_schedule
         assert "(20 px: the arithmetic's share, not measured there)" in choice.why
 
 
-def test_the_choice_follows_the_class_s_costs(two_cpu_schedules, monkeypatch):
-    # a CPU whose small sides cost as much as 32 px keeps the schedule with fewer small sides
-    monkeypatch.setitem(recipe_choice.SIDE_COSTS, "Zen 5", {20: 1.0, 24: 0.5, 28: 0.5})
+def test_the_choice_follows_the_class_s_costs(monkeypatch):
+    # a CPU whose 24-px step cost more than its 28-px one would keep the GPU's three 28-px epochs
+    monkeypatch.setitem(recipe_choice.SIDE_COSTS, "Zen 5", {24: 0.9, 28: 0.8})
     assert recipe_choice.choose("auto", CPU, ZEN5).recipe == "dawnbench_fast"
-    assert recipe_choice.choose("auto", CPU, ZEN4).recipe == "low_sides"
+    assert recipe_choice.choose("auto", CPU, ZEN4).recipe == "dawnbench_fast_cpu"
 
 
 def test_cuda_keeps_the_gpu_schedule_and_a_named_recipe_is_obeyed(two_cpu_schedules):
@@ -95,15 +153,15 @@ def test_cuda_keeps_the_gpu_schedule_and_a_named_recipe_is_obeyed(two_cpu_schedu
             assert recipe_choice.choose(name, device, AMX) == asked
 
 
-def test_the_default_command_line_takes_the_choice_and_records_it(two_cpu_schedules, monkeypatch):
+def test_the_default_command_line_takes_the_choice_and_records_it(monkeypatch):
     monkeypatch.setattr(recipe_choice, "cpu_info", lambda: ZEN4)
     cfg = cifar.config_from_args(cifar.build_parser().parse_args([]))
-    assert cfg == dataclasses.replace(Config(**LOW_SIDES), extra=cfg.extra)
-    assert cfg.extra["recipe"] == "low_sides"
+    assert cfg == dataclasses.replace(Config(**RECIPES["dawnbench_fast_cpu"]), extra=cfg.extra)
+    assert cfg.extra["recipe"] == "dawnbench_fast_cpu"
     assert cfg.extra["recipe_choice"] == recipe_choice.choose("auto", CPU, ZEN4).record()
     # flags on top of the choice, as on top of a named recipe
     cfg = cifar.config_from_args(cifar.build_parser().parse_args(["--epochs", "10", "--set", "lr_floor=0.1"]))
-    assert (cfg.progressive, cfg.epochs, cfg.lr_floor) == (LOW_SIDES["progressive"], 10, 0.1)
+    assert (cfg.progressive, cfg.epochs, cfg.lr_floor) == ((24, 24, 24, 24, 24, 28), 10, 0.1)
     # a named recipe is what runs, chosen by no one but the user
     cfg = cifar.config_from_args(cifar.build_parser().parse_args(["--recipe", "dawnbench_fast"]))
     assert cfg == dataclasses.replace(Config(), extra={"recipe": "dawnbench_fast"})
@@ -120,5 +178,44 @@ def test_the_report_names_the_recipe_and_why():
               "latency_ms": None, "warmup_seconds": 5.0, "epochs": [], "phases_seconds": {"train": 395.0},
               "train_split_seconds": {}}
     text = bench.report_text([result], cfg, None, "CPU", "cpu")
-    assert f"recipe: dawnbench_fast ({choice.why})" in text.splitlines()
+    assert f"recipe: dawnbench_fast_cpu ({choice.why})" in text.splitlines()
     assert "recipe:" not in bench.report_text([result], Config(), None, "CPU", "cpu")
+
+
+def _task() -> object:
+    """The CPU schedule on a tiny task: 128 images, 2 steps of 64 an epoch, a narrow net,
+    7.5 epochs (its six low-resolution epochs, then 1.5 at 32 px)."""
+    cfg = Config(**RECIPES["dawnbench_fast_cpu"], epochs=7.5, subset=128, eval_subset=100, batch_size=64,
+                 whiten_images=64, widths=(8, 16, 16), kernels="torch", precision="fp32",
+                 data_dir=str(cifar_dir()), download=False, deterministic=True)
+    return cfg.build_task(CPU)
+
+
+def test_a_run_resumed_mid_schedule_is_the_uninterrupted_run():
+    # 7.5 epochs of 2 steps: 15 steps at 24 px (epochs 0-4), 28 px (5), then 32 px; the decay ends at
+    # step 15 (7.125 epochs), the average sets the net from step 7 every 4 steps. Stopped after
+    # epoch 4 (step 10, the average under way), the resumed run changes side twice
+    def run(task, epochs):
+        for e in epochs:
+            for b in task.epoch_batches(e):
+                if task.step == task.total_steps:  # the last epoch's half, as the loop cuts it
+                    break
+                task.train_step(*b)
+
+    straight = _task()
+    assert straight.epoch_steps == [2] * 7 + [1]
+    straight.init_model()
+    run(straight, range(8))
+    first = _task()
+    first.init_model()
+    run(first, range(5))
+    assert first.step == 10 and first.averager.average is not None
+    buf = io.BytesIO()
+    torch.save(first.state_dict(), buf)
+    resumed = _task()
+    resumed.load_state_dict(torch.load(io.BytesIO(buf.getvalue()), weights_only=False))
+    run(resumed, range(5, 8))
+    assert resumed.step == straight.step == 15
+    for (name, a), b in zip(straight.model.state_dict().items(), resumed.model.state_dict().values(),
+                            strict=True):
+        assert torch.equal(a, b), name
