@@ -99,6 +99,31 @@ def test_every_stage_ran_and_wrote_its_part(dry_run):
 
 
 @pytest.mark.e2e
+def test_the_peer_part_reads_both_sides_from_their_runs(dry_run):
+    """The suite's peer part (its stage here): ours from its run.json, the
+    published script's stand-in from its printed table, their ratio."""
+    peer = dry_run["suite"]["parts"]["peer"]
+    (block,) = peer["blocks"]
+    assert peer["standin"] is True
+    (ours,) = block["ours"]["runs"]
+    written = json.loads(Path(ours["run_json"]).read_text())["result"]
+    assert ours["end_clock_s"] == written["end_clock_seconds"] > 0
+    (peer_run,) = block["peer"]["runs"]
+    assert peer_run["run"] == "0" and 0.0 < peer_run["tta_val_acc"] < 1.0  # a real (if poor) accuracy
+    assert peer["summary"]["ratio_end_clock"] == pytest.approx(ours["end_clock_s"] / peer_run["time_seconds"])
+    work = Path(peer["workdir"]) / "cifar10"
+    assert (work / "train.pt").is_file() and (work / "test.pt").is_file()
+
+
+@pytest.mark.e2e
+def test_the_roofline_part_summarises_the_profiled_step(dry_run):
+    roof = dry_run["suite"]["parts"]["roofline"]
+    assert Path(roof["report_dir"], "report.html").is_file()
+    assert roof["top_ops"] and roof["totals"]["flops_per_step"] > 0
+    assert roof["ncu"] == {"status": "skipped", "reason": "dry run"}
+
+
+@pytest.mark.e2e
 def test_the_stamped_commit_is_recorded_everywhere(dry_run):
     stamp, suite = dry_run["stamp"], dry_run["suite"]
     assert suite["measure"]["git"]["sha"] == stamp["commit"] and suite["measure"]["git"]["source"] == "stamp"
@@ -223,6 +248,8 @@ def test_a_failing_side_of_ours_still_returns_the_peers_figures_and_a_retry(tmp_
         if "capture=off" in cmd:  # the fault is one that capture=off avoids
             i = cmd.index(planted[1])
             cmd = cmd[:i - 1] + cmd[i + 1:]
+        if cmd[cmd.index("--only") + 1] == "roofline":  # the profile: its command is what is checked here
+            return 0, 0.0, m.out / "logs" / log_name  # (the whole dry run above runs one)
         return measure.run_logged(m, cmd, log_name, timeout)
 
     out = tmp_path / "OUT"
