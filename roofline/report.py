@@ -158,6 +158,27 @@ def build_report(
                                    timer=trace.timer)
 
 
+# A row may pass its roof by timing noise, never by this much: beyond it the roof is wrong.
+ABOVE_ROOF = 1.10
+
+
+def above_the_roof(rows: Iterable[Row], peaks: Peaks) -> str | None:
+    """What to say when rows run faster than the roof allows: the peaks are
+    too low (a CPU's measured peaks taken on a busy machine and kept by the
+    cache; a peaks file or table that understates the device), so every
+    row's ``%roof`` is inflated and the report must not be read as is."""
+    above = [r for r in rows if r.pct_of_roof > ABOVE_ROOF]
+    if not above:
+        return None
+    top = max(above, key=lambda r: r.pct_of_roof)
+    fix = ("measure them again on an idle machine: python -m dawnbench_fast.roofline peaks --refresh"
+           if peaks.kind == "cpu" and "measured" in peaks.notes else
+           "check the peaks given (--device or --peaks)")
+    return (f"{len(above)} row(s) run above their roof, up to {top.pct_of_roof:.0%} ({top.op} "
+            f"{top.shapes}): the peaks ({peaks.name}) are below what this device reaches, so %roof "
+            f"is overstated; {fix}")
+
+
 def report_from_attribution(
     attr: Attribution, peaks: Peaks, source: str, *, ncu: Iterable[NcuKernel] | None = None,
     steps: int | None = None, wall_s: float | None = None, timer: str = "profiler",
@@ -190,6 +211,8 @@ def report_from_attribution(
     if not attr.has_shapes:
         warnings.append("the trace has no input shapes: record it with "
                         "torch.profiler.profile(record_shapes=True)")
+    if above := above_the_roof(row_list, peaks):
+        warnings.append(above)
     basis = "device" if attr.on_gpu else ("inplace" if timer == "inplace" else "host")
     return Report(source, peaks, basis, steps, row_list, unc_list, ovh_list, kernels, totals, warnings)
 
