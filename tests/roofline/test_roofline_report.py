@@ -247,10 +247,10 @@ def test_trace_without_shapes_is_refused(tmp_path):
     assert r.returncode == 2 and "record_shapes=True" in r.stderr
 
 
-def test_rows_above_their_roof_say_the_peaks_are_too_low(tmp_path):
-    """A roof the device passes is a wrong roof (a CPU's peaks measured on a
-    busy machine and kept by the cache): the report says so, with the fix,
-    instead of printing 290% of peak as if it were a reading."""
+def test_a_step_above_its_roof_says_the_peaks_are_too_low(tmp_path):
+    """A roof the step's matmul/conv work passes as a whole is a wrong roof (a
+    CPU's peaks measured on a busy machine and kept by the cache): the report
+    says so, with the fix, instead of printing 290% of peak as a reading."""
     torch.manual_seed(3)
     x = torch.randn(8, 32, 12, 12)
     w = torch.randn(32, 32, 3, 3)
@@ -258,7 +258,7 @@ def test_rows_above_their_roof_say_the_peaks_are_too_low(tmp_path):
     low = Peaks("busy cpu", {"fp32": 1e6, "bf16": 1e6}, 1e3, "cpu", {}, notes="measured peaks")
     with roofline.capture(trace_path=tmp_path / "trace.json") as cap:
         conv()
-    (above,) = [w for w in build_report(cap.trace_path, low).warnings if "above their roof" in w]
+    (above,) = [w for w in build_report(cap.trace_path, low).warnings if "of their roof" in w]
     assert "aten::conv" in above and "busy cpu" in above and "peaks --refresh" in above
     assert "--device or --peaks" in [w for w in build_report(
         cap.trace_path, Peaks("a table", low.flops, 1e3, "gpu", {})).warnings if "roof" in w][0]
