@@ -9,13 +9,13 @@ uninterrupted one, bit for bit."""
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 from pathlib import Path
 
 import pytest
 import torch
 from support.cifar_data import cifar_dir
+from support.resume import assert_same_weights, stopped_and_resumed, train_epochs
 
 from dawnbench_fast import cifar
 from dawnbench_fast.cifar import RECIPES, Config, recipe_choice
@@ -195,27 +195,11 @@ def test_a_run_resumed_mid_schedule_is_the_uninterrupted_run():
     # 7.5 epochs of 2 steps: 15 steps at 24 px (epochs 0-4), 28 px (5), then 32 px; the decay ends at
     # step 15 (7.125 epochs), the average sets the net from step 7 every 4 steps. Stopped after
     # epoch 4 (step 10, the average under way), the resumed run changes side twice
-    def run(task, epochs):
-        for e in epochs:
-            for b in task.epoch_batches(e):
-                if task.step == task.total_steps:  # the last epoch's half, as the loop cuts it
-                    break
-                task.train_step(*b)
-
     straight = _task()
     assert straight.epoch_steps == [2] * 7 + [1]
     straight.init_model()
-    run(straight, range(8))
-    first = _task()
-    first.init_model()
-    run(first, range(5))
+    train_epochs(straight, range(8))
+    first, resumed = stopped_and_resumed(_task, 5, 8)
     assert first.step == 10 and first.averager.average is not None
-    buf = io.BytesIO()
-    torch.save(first.state_dict(), buf)
-    resumed = _task()
-    resumed.load_state_dict(torch.load(io.BytesIO(buf.getvalue()), weights_only=False))
-    run(resumed, range(5, 8))
     assert resumed.step == straight.step == 15
-    for (name, a), b in zip(straight.model.state_dict().items(), resumed.model.state_dict().values(),
-                            strict=True):
-        assert torch.equal(a, b), name
+    assert_same_weights(straight, resumed)

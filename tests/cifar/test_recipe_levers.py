@@ -7,7 +7,6 @@ resumed in the middle of the curriculum and of the average."""
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 from support.cifar_data import cifar_dir
+from support.resume import assert_same_weights, stopped_and_resumed, train_epochs
 
 from dawnbench_fast.cifar import RECIPES, Config
 from dawnbench_fast.data.progressive import downsample
@@ -174,31 +174,17 @@ def test_a_run_resumed_mid_curriculum_and_mid_average_is_the_uninterrupted_run()
                   lr_hold_epochs=1, lr_floor=0.1, average_every=2, average_from=4, filter_norm_every=1,
                   filter_norm_ramp=3, deterministic=True)
 
-    def run(task, epochs):
-        for e in epochs:
-            for b in task.epoch_batches(e):
-                task.train_step(*b)
-
     straight = _task(**fields)
     straight.init_model()
-    run(straight, range(3))
-    first = _task(**fields)
-    first.init_model()
-    run(first, range(1))
-    buf = io.BytesIO()
-    torch.save(first.state_dict(), buf)
+    train_epochs(straight, range(3))
+    first, resumed = stopped_and_resumed(lambda: _task(**fields), 1, 3)
     assert first.averager.average is not None
-    resumed = _task(**fields)
-    resumed.load_state_dict(torch.load(io.BytesIO(buf.getvalue()), weights_only=False))
-    run(resumed, range(1, 3))
     assert resumed.step == straight.step == 9
-    for (name, a), b in zip(straight.model.state_dict().items(), resumed.model.state_dict().values(),
-                            strict=True):
-        assert torch.equal(a, b), name
+    assert_same_weights(straight, resumed)
     # and the average did something: without it the weights differ
     plain = _task(**{**fields, "average_every": 0})
     plain.init_model()
-    run(plain, range(3))
+    train_epochs(plain, range(3))
     assert not torch.equal(plain.model.head.weight, straight.model.head.weight)
 
 
