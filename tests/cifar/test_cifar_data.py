@@ -28,6 +28,20 @@ def test_binary_layout_reads_the_original_files():
     np.testing.assert_allclose(mean, C.MEAN, atol=1e-4)
 
 
+def test_each_file_lands_in_its_place_with_its_labels():
+    """The files are read side by side into one array: each file's images
+    and labels, read here one record at a time, sit where the file order puts them."""
+    ds = cifar()
+    for i, name in enumerate(C.TRAIN_FILES + C.TEST_FILES):
+        raw = np.fromfile(cifar_dir() / f"{name}.bin", dtype=np.uint8).reshape(-1, C.RECORD_BYTES)
+        images, labels = (ds.test_images, ds.test_labels) if name in C.TEST_FILES else (
+            ds.train_images[i * C.IMAGES_PER_FILE:], ds.train_labels[i * C.IMAGES_PER_FILE:])
+        for j in (0, 4321, C.IMAGES_PER_FILE - 1):
+            assert labels[j] == raw[j, 0], (name, j)
+            planes = raw[j, 1:].reshape(3, 32, 32)  # the publisher's record: R, G, B planes
+            assert np.array_equal(images[j], np.moveaxis(planes, 0, -1)), (name, j)
+
+
 def make_pickle_layout(src: Path, dst: Path) -> Path:
     """Write torchvision's cifar-10-batches-py layout from the binary files."""
     folder = dst / "cifar-10-batches-py"
@@ -98,6 +112,22 @@ def test_corrupt_file_fails_md5(tmp_path):
     with pytest.raises(C.DataError) as e:
         C.load_cifar10(d, allow_download=False)
     assert "data_batch_2.bin" in one_line(e) and "MD5" in str(e.value)
+
+
+def test_of_two_bad_files_the_first_in_file_order_is_named(tmp_path):
+    """The files are read side by side, but the error is the one a read in
+    file order meets first: here a corrupt byte in data_batch_1 (found after
+    hashing the whole file) before data_batch_2, which is missing (found at
+    once, while data_batch_1 is still being read beside it)."""
+    d = linked_copy(tmp_path)
+    (d / "data_batch_1.bin").unlink()
+    raw = bytearray((cifar_dir() / "data_batch_1.bin").read_bytes())
+    raw[C.BIN_FILE_BYTES - 1] ^= 0xFF
+    (d / "data_batch_1.bin").write_bytes(raw)
+    (d / "data_batch_2.bin").unlink()
+    with pytest.raises(C.DataError) as e:
+        C.load_cifar10(d, allow_download=False)
+    assert "data_batch_1.bin" in one_line(e) and "MD5" in str(e.value), str(e.value)
 
 
 def test_corrupt_pickle_names_it(tmp_path):
