@@ -41,7 +41,7 @@ def main() -> None:
     data = prepare_data(load_cifar10(None, allow_download=False), cfg, device)
     model = load_model(args.model, device).to(memory_format=torch.channels_last)
     with torch.no_grad(), autocast(cfg.precision, device):
-        net = inference_net(model)
+        net = inference_net(model, precision=cfg.precision)
         one, full, labels = [], [], []
         for x, y in batched(data.test_x, data.test_labels, 500):
             first = net(x)

@@ -54,7 +54,7 @@ def test_tta_latency(benchmark, procedure):
     model.init_whitening(torch.randn(500, 3, 32, 32), eps=cfg.whiten_eps)
     images = torch.randn(IMAGES, 3, 32, 32).contiguous(memory_format=torch.channels_last)
     with torch.no_grad(), autocast(precision, device):
-        net = inference_net(model)
+        net = inference_net(model, precision=precision)
         views = {"per_view": lambda x: per_view(net, x), "stacked": lambda x: tta_logits(net, x, 2)}
         predict, n = views[procedure], iter(range(10**9))
 

@@ -59,7 +59,8 @@ SETS: dict[str, dict[View, float]] = {
 def view_logits(path: str, data, cfg: Config) -> dict[View, torch.Tensor]:
     """fp32 logits of every view of every test image, by view."""
     device = torch.device("cpu")
-    net = inference_net(load_model(path, device).to(memory_format=torch.channels_last))
+    model = load_model(path, device).to(memory_format=torch.channels_last)
+    net = inference_net(model, precision=cfg.precision)
     out: dict[View, list[torch.Tensor]] = {}
     with autocast(cfg.precision, device):
         for x, _ in batched(data.test_x, data.test_labels, 1000):

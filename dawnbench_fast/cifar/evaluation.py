@@ -13,20 +13,23 @@ from dawnbench_fast.cifar.recipe import CifarRecipe
 from dawnbench_fast.cifar.tta import eval_batch, selective_tta_pass, warm_up_selective_pass
 from dawnbench_fast.data.cifar10_device import DeviceData
 from dawnbench_fast.execution.distributed import world
-from dawnbench_fast.execution.runtime import autocast
+from dawnbench_fast.execution.runtime import autocast, compute_dtype
 from dawnbench_fast.models.cifar_net import CifarNet, FoldedCifarNet
 from dawnbench_fast.training.train import accuracy
 
 
-def inference_net(model: CifarNet, into: FoldedCifarNet | None = None) -> FoldedCifarNet:
+def inference_net(model: CifarNet, into: FoldedCifarNet | None = None,
+                  precision: str = "fp32") -> FoldedCifarNet:
     """The trained net with BN folded into the convs, for evaluation and
-    latency; folded ``into`` a net folded from ``model`` before, its convs
+    latency under ``precision``'s autocast, its folded convs in the dtype that
+    computes in; folded ``into`` a net folded from ``model`` before, its convs
     rewritten in place (no allocation: the evaluation on the clock reads the
     same tensors every time)."""
     model.eval()
     if into is not None and into.source is model:
         return into.refold(model)
-    return FoldedCifarNet(model).to(memory_format=torch.channels_last)
+    dtype = compute_dtype(precision, model.head.weight.device)
+    return FoldedCifarNet(model, dtype).to(memory_format=torch.channels_last)
 
 
 def one_view_batch(cfg: CifarRecipe) -> int:
@@ -47,7 +50,7 @@ def evaluate(
     fixed sizes); the counts stay on the device and are read once. In a
     torchrun job each rank evaluates its shard and the counts are summed."""
     if isinstance(model, CifarNet):
-        model = inference_net(model)
+        model = inference_net(model, precision=cfg.precision)
     cap = eval_batch(cfg.eval_batch_size, tta_level)
     shard = world().shard(len(data.test_x))
     images, labels = data.test_x[shard], data.test_labels[shard]
@@ -67,7 +70,7 @@ def warm_up(model: torch.nn.Module, data: DeviceData, cfg: CifarRecipe, device: 
     batches and, on CUDA, each padded size of the unsure set, so that cuDNN
     autotunes them in the warm-up, not in the final evaluation."""
     if isinstance(model, CifarNet):
-        model = inference_net(model)
+        model = inference_net(model, precision=cfg.precision)
     images = data.test_x[world().shard(len(data.test_x))]
     with autocast(cfg.precision, device):
         warm_up_selective_pass(model, images, tta_level, cfg.tta_below, one_view_batch(cfg),

@@ -264,7 +264,7 @@ class TrainState:
         self.forward_loss = (gpu_defaults.compiled(forward, plan.compile_mode, fullgraph=True)
                              if plan.compiled else forward)
         # the evaluation's net, its BN folded in place each time (cifar.evaluation)
-        self.folded: FoldedCifarNet = inference_net(self.model)
+        self.folded: FoldedCifarNet = inference_net(self.model, precision=cfg.precision)
         self.pruner: EpochPruner | None = None
         self.splits = Splits(enabled=False)
         self.stepper = Stepper(self, plan, batch, CudaRecorder() if plan.captured else None)

@@ -112,16 +112,21 @@ def _keep_freed_memory() -> str:
     return "heap" if ok else "system (mallopt refused)"
 
 
+def compute_dtype(precision: str, device: torch.device) -> torch.dtype:
+    """The dtype ``precision`` (fp32, bf16, fp16; auto: as resolved for
+    ``device``) computes in on ``device``: the one its autocast casts
+    matmuls and convolutions to."""
+    if precision == "auto":
+        precision = resolve_precision(precision, device).precision
+    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+
+
 def autocast(precision: str, device: torch.device) -> AbstractContextManager:
     """The autocast context of a ``precision`` (bf16, fp16; fp32: none; auto:
     what :func:`dawnbench_fast.config.precision.resolve_precision` picks for ``device``,
     for callers such as scripts that did not resolve their config first)."""
-    if precision == "auto":
-        precision = resolve_precision(precision, device).precision
-    if precision == "fp32":
-        return nullcontext()
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    return torch.autocast(device.type, dtype=dtype)
+    dtype = compute_dtype(precision, device)
+    return nullcontext() if dtype == torch.float32 else torch.autocast(device.type, dtype=dtype)
 
 
 def set_deterministic(on: bool) -> None:

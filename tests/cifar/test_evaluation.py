@@ -64,8 +64,29 @@ def test_the_fold_is_rewritten_in_place_and_equals_a_fresh_fold():
         task.train_step(*batch)
     again = task.folded()
     assert again is first and [p.data_ptr() for p in again.parameters()] == pointers
-    fresh = inference_net(task.model)
+    fresh = inference_net(task.model, precision="bf16")
     assert fresh is not first
     for (name, a), (_, b) in zip(again.state_dict().items(), fresh.state_dict().items(), strict=True):
         assert torch.equal(a, b), name
     assert not again.training and again.source is task.model
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_the_folded_convs_are_kept_in_the_compute_dtype_with_the_same_logits(precision):
+    """The evaluation's folded convs are stored in the dtype its autocast
+    computes in, so that autocast does not cast every weight again at each
+    one-image forward; the logits are those of fp32 folded convs cast by
+    autocast, bit for bit, one view and every TTA view."""
+    task = _trained_task(precision)
+    want = {"fp32": torch.float32, "bf16": torch.bfloat16}[precision]
+    net = task.folded()
+    assert {p.dtype for p in net.convs.parameters()} == {want}
+    assert inference_net(task.model, precision=precision).convs[0].weight.dtype == want
+    cast_each_call = FoldedCifarNet(task.model).to(memory_format=torch.channels_last)  # fp32 convs
+    x = task.data.test_x[:37]
+    with torch.no_grad(), autocast(precision, task.device):
+        for level in (0, 2):
+            got = selective_tta_logits(net, x, level, 2.0, 64)  # tta_below 2: every image takes the views
+            ref = selective_tta_logits(cast_each_call, x, level, 2.0, 64)
+            assert got.dtype == ref.dtype and torch.equal(got, ref), (precision, level)
+            assert torch.isfinite(got).all()
