@@ -99,6 +99,7 @@ def peaks_from_measurements(m: dict[str, dict], label: str) -> Peaks:
             "bandwidth": f"measured: {m['copy']['what']}",
         },
         notes="measured peaks (best achieved rates), not datasheet figures",
+        measured=True,
     )
 
 

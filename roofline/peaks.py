@@ -27,6 +27,9 @@ class Peaks:
     # precision -> the SM clock (MHz) its FLOP/s figure holds at (GPU table entries):
     # FLOP/s is FLOP per clock times the clock, so a figure scales with it (at_sm_clock)
     clock_mhz: dict[str, float] = field(default_factory=dict)
+    # the rates were measured on this machine (cpu_peaks), not read from the table or a file:
+    # a roof such peaks put below what the step reaches was measured while the machine was busy
+    measured: bool = False
 
     def roof(self, precision: str) -> tuple[str, float]:
         """(precision used, FLOP/s) of the compute roof for ``precision``,

@@ -170,7 +170,7 @@ def above_the_roof(rows: list[Row], totals: dict, peaks: Peaks) -> str | None:
         return None
     top = max((r for r in rows if r.matmul), key=lambda r: r.pct_of_roof)  # the total is theirs
     fix = ("measure them again on an idle machine: python -m dawnbench_fast.roofline peaks --refresh"
-           if peaks.kind == "cpu" and "measured" in peaks.notes else
+           if peaks.measured else
            "check the peaks given (--device or --peaks)")
     return (f"the matmul/conv ops together run at {totals['matmul_conv_fraction_of_peak']:.0%} of their roof "
             f"(the highest {top.pct_of_roof:.0%}: {top.op} {top.shapes}): the peaks ({peaks.name}) are "

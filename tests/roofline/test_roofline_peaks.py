@@ -92,7 +92,7 @@ def test_cpu_peaks_measured_and_cached(tmp_path, monkeypatch):
     assert str(tmp_path) in str(cpu_peaks_mod.cache_path())
     assert p.kind == "cpu"
     assert p.flops["fp32"] > 1e9 and p.flops["bf16"] > 1e9 and p.bandwidth > 1e9
-    assert p.source["bandwidth"].startswith("measured")
+    assert p.source["bandwidth"].startswith("measured") and p.measured
     again = cpu_peaks_mod.cpu_peaks(budget_s=0.02)
     assert calls == [0.02]  # served from the cache
     assert again.flops == p.flops

@@ -255,12 +255,14 @@ def test_a_step_above_its_roof_says_the_peaks_are_too_low(tmp_path):
     x = torch.randn(8, 32, 12, 12)
     w = torch.randn(32, 32, 3, 3)
     conv = lambda: F.conv2d(x, w, padding=1)  # noqa: E731
-    low = Peaks("busy cpu", {"fp32": 1e6, "bf16": 1e6}, 1e3, "cpu", {}, notes="measured peaks")
+    low = Peaks("busy cpu", {"fp32": 1e6, "bf16": 1e6}, 1e3, "cpu", {}, measured=True)
     with roofline.capture(trace_path=tmp_path / "trace.json") as cap:
         conv()
     (above,) = [w for w in build_report(cap.trace_path, low).warnings if "of their roof" in w]
     assert "aten::conv" in above and "busy cpu" in above and "peaks --refresh" in above
-    assert "--device or --peaks" in [w for w in build_report(
-        cap.trace_path, Peaks("a table", low.flops, 1e3, "gpu", {})).warnings if "roof" in w][0]
-    high = Peaks("any cpu", {"fp32": 1e15, "bf16": 1e15}, 1e15, "cpu", {}, notes="measured peaks")
+    for given in (Peaks("a table", low.flops, 1e3, "gpu", {}),  # the GPU table, or a --peaks file
+                  Peaks("a file", low.flops, 1e3, "cpu", {}, notes="measured by hand")):
+        assert "--device or --peaks" in [w for w in build_report(cap.trace_path, given).warnings
+                                         if "roof" in w][0]
+    high = Peaks("any cpu", {"fp32": 1e15, "bf16": 1e15}, 1e15, "cpu", {}, measured=True)
     assert not [w for w in build_report(cap.trace_path, high).warnings if "roof" in w]
