@@ -152,9 +152,11 @@ class FoldedCifarNet(nn.Module):
 
     The folded convs are kept in ``dtype``, the dtype the evaluation's autocast
     computes in (runtime.compute_dtype): autocast would otherwise cast each
-    fp32 weight and bias to it again at every forward, which at one image a
-    forward is 13% of the latency on the CPU. The cast is the same rounding
-    autocast makes, so the logits are the same bits."""
+    fp32 weight and bias to it again at every forward, about a tenth of the
+    one-image latency on the CPU (docs/results/latency-fold-zen4-f2b4ff2).
+    The cast is the same rounding autocast makes, so the logits are the same
+    bits. The whitening conv and the head are the training net's own
+    modules, shared, and stay as they are."""
 
     def __init__(self, model: CifarNet, dtype: torch.dtype = torch.float32):
         super().__init__()
