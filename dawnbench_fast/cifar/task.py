@@ -246,7 +246,7 @@ class CifarTask:
     def folded(self) -> FoldedCifarNet:
         """The net with BN folded, into the convs the state keeps for it
         (allocated with the state: the evaluation on the clock rewrites them)."""
-        self.state.folded = inference_net(self.model, self.state.folded)
+        self.state.folded = inference_net(self.model, self.state.folded, self.cfg.precision)
         return self.state.folded
 
     def warm_up_evaluation(self) -> None:
