@@ -34,10 +34,8 @@ def run(trainer: str, out: Path, argv: list[str], processes: int = 2, timeout: i
     """Run this driver under torchrun with ``processes`` ranks and return its record
     (the trainer's stdout and stderr in ``record["output"]``)."""
     launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}"]
-    path = os.pathsep.join([str(dist_driver.ROOT), os.environ.get("PYTHONPATH", "")])
-    env = {**os.environ, "PYTHONPATH": path}
     r = subprocess.run([*launch, __file__, trainer, str(out), "--", *argv], capture_output=True, text=True,
-                       timeout=timeout, env=env)
+                       timeout=timeout, env=dist_driver.rank_env())
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     return {**json.loads(out.read_text()), "output": r.stdout + r.stderr}
 
