@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from dawnbench_fast import dispatch
+from dawnbench_fast.models.inference_conv import InferenceConv2d
 from dawnbench_fast.models.layers import ConvGroup, linear
 from dawnbench_fast.vocabulary import activation
 
@@ -137,10 +138,11 @@ def _folded(conv: nn.Conv2d, bn: nn.BatchNorm2d) -> tuple[torch.Tensor, torch.Te
     return conv.weight * scale[:, None, None, None], bn.bias - bn.running_mean * scale
 
 
-def _fold(conv: nn.Conv2d, bn: nn.BatchNorm2d) -> nn.Conv2d:
-    """conv followed by eval-mode BN as one new conv with bias (:func:`_folded`)."""
+def _fold(conv: nn.Conv2d, bn: nn.BatchNorm2d) -> InferenceConv2d:
+    """conv followed by eval-mode BN as one new conv with bias (:func:`_folded`),
+    whose weight oneDNN reorders once on the CPU (models/inference_conv.py)."""
     weight, bias = _folded(conv, bn)
-    fused = nn.Conv2d(conv.in_channels, conv.out_channels, 3, padding=1, bias=True)
+    fused = InferenceConv2d(conv.in_channels, conv.out_channels, 3, padding=1, bias=True)
     fused.weight.data = weight.detach().clone()
     fused.bias.data = bias.detach().clone()
     return fused.to(conv.weight.device)
@@ -155,8 +157,10 @@ class FoldedCifarNet(nn.Module):
     fp32 weight and bias to it again at every forward, about a tenth of the
     one-image latency on the CPU (docs/results/latency-fold-zen4-f2b4ff2).
     The cast is the same rounding autocast makes, so the logits are the same
-    bits. The whitening conv and the head are the training net's own
-    modules, shared, and stay as they are."""
+    bits. On the CPU oneDNN reorders each folded conv's weight once, not at
+    every call (models/inference_conv.py): most of a 256-channel conv's time
+    at one image a call. The whitening conv and the head are the training
+    net's own modules, shared, and stay as they are."""
 
     def __init__(self, model: CifarNet, dtype: torch.dtype = torch.float32):
         super().__init__()
