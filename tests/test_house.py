@@ -323,7 +323,7 @@ DEVICE_BRANCHES = {
     "dawnbench_fast.cifar.tta", "dawnbench_fast.data.augment_cpu", "dawnbench_fast.data.host_copy",
     "dawnbench_fast.hardware.gpu_info", "dawnbench_fast.imagenet.allreduce",
     "dawnbench_fast.imagenet.step_rate", "dawnbench_fast.imagenet.task", "dawnbench_fast.models.resnet",
-    "dawnbench_fast.models.inference_conv",  # an op wrapper, as csrc's: oneDNN's reordered weight on CPU tensors
+    "dawnbench_fast.models.inference_conv",  # an op wrapper, as csrc's: oneDNN's reordered weight on the CPU
     "dawnbench_fast.reporting.bench",
     "dawnbench_fast.runner.command", "dawnbench_fast.runner.runs", "dawnbench_fast.training.latency",
     "dawnbench_fast.kernels.launches", "dawnbench_fast.csrc.augment", "dawnbench_fast.csrc.bias_act",

@@ -138,61 +138,51 @@ def _folded(conv: nn.Conv2d, bn: nn.BatchNorm2d) -> tuple[torch.Tensor, torch.Te
     return conv.weight * scale[:, None, None, None], bn.bias - bn.running_mean * scale
 
 
-def _fold(conv: nn.Conv2d, bn: nn.BatchNorm2d) -> InferenceConv2d:
-    """conv followed by eval-mode BN as one new conv with bias (:func:`_folded`),
-    whose weight oneDNN reorders once on the CPU (models/inference_conv.py)."""
-    weight, bias = _folded(conv, bn)
-    fused = InferenceConv2d(conv.in_channels, conv.out_channels, 3, padding=1, bias=True)
-    fused.weight.data = weight.detach().clone()
-    fused.bias.data = bias.detach().clone()
-    return fused.to(conv.weight.device)
-
-
 class FoldedCifarNet(nn.Module):
     """Inference form of a trained :class:`CifarNet`: every BN folded into the
     conv before it, so a forward is 7 convs, the pools, activations and head.
 
-    The folded convs are kept in ``dtype``, the dtype the evaluation's autocast
-    computes in (runtime.compute_dtype): autocast would otherwise cast each
-    fp32 weight and bias to it again at every forward, about a tenth of the
-    one-image latency on the CPU (docs/results/latency-fold-zen4-f2b4ff2).
-    The cast is the same rounding autocast makes, so the logits are the same
-    bits. On the CPU oneDNN reorders each folded conv's weight once, not at
-    every call (models/inference_conv.py): most of a 256-channel conv's time
-    at one image a call. The whitening conv and the head are the training
-    net's own modules, shared, and stay as they are."""
+    The folded convs, the whitening conv and the head are this net's own,
+    kept in ``dtype``, the dtype the evaluation's autocast computes in
+    (runtime.compute_dtype): autocast would otherwise cast each fp32 weight
+    and bias to it again at every forward, about a tenth of the one-image
+    latency on the CPU (docs/results/latency-fold-zen4-f2b4ff2). The cast is
+    the same rounding autocast makes, so the logits are the same bits. On the
+    CPU oneDNN reorders each folded conv's weight once, not at every call
+    (models/inference_conv.py): most of a 256-channel conv's time at one image
+    a call. :meth:`refold` copies the source's current weights in (the
+    whitening bias and the head train), as every evaluation does first."""
 
     def __init__(self, model: CifarNet, dtype: torch.dtype = torch.float32):
         super().__init__()
         # the net it was folded from (not a submodule: its parameters are not this net's)
         self.__dict__["source"] = model
-        self.whiten = model.whiten
+        w = model.whiten
+        self.whiten = InferenceConv2d(w.in_channels, w.out_channels, w.kernel_size, padding=0, bias=True)
         self.act, self.whiten_act = model.act, model.whiten_act
-        self.convs = nn.ModuleList()
-        with torch.no_grad():
-            for g in model.groups:
-                self.convs.append(_fold(g.conv1, g.norm1))
-                self.convs.append(_fold(g.conv2, g.norm2))
-        self.convs.to(dtype)
-        self.head = model.head
+        # each group's two convs with its BN folded in (refold writes them)
+        self.convs = nn.ModuleList(InferenceConv2d(c.in_channels, c.out_channels, 3, padding=1, bias=True)
+                                   for g in model.groups for c in (g.conv1, g.conv2))
+        self.head = nn.Linear(model.head.in_features, model.head.out_features, bias=False)
         self.logit_scale = model.logit_scale
-        # Frozen: only the folded convs, which are this net's own. The whitening
-        # conv and the head are the training net's modules, shared: freezing
-        # them here froze the head of a run evaluated mid-training.
-        self.eval()
-        self.convs.requires_grad_(False)
+        self.to(model.head.weight.device, dtype)
+        self.refold(model)
+        self.requires_grad_(False)  # frozen: every parameter is this net's own copy
 
     @torch.no_grad()
     def refold(self, model: CifarNet) -> FoldedCifarNet:
         """Fold ``model``'s current weights and BN statistics into this net's
-        convs in place (the same tensors, rounded to their dtype: a
-        preallocated evaluation, nothing read back on the host); returns
-        self, in eval mode."""
+        convs, and copy its whitening conv and head, in place (the same
+        tensors, rounded to their dtype: a preallocated evaluation, nothing
+        read back on the host); returns self, in eval mode."""
         pairs = [p for g in model.groups for p in ((g.conv1, g.norm1), (g.conv2, g.norm2))]
         for fused, (conv, bn) in zip(self.convs, pairs, strict=True):
             weight, bias = _folded(conv, bn)
             fused.weight.copy_(weight)
             fused.bias.copy_(bias)
+        self.whiten.weight.copy_(model.whiten.weight)
+        self.whiten.bias.copy_(model.whiten.bias)
+        self.head.weight.copy_(model.head.weight)
         return self.eval()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -73,17 +73,19 @@ def test_the_fold_is_rewritten_in_place_and_equals_a_fresh_fold():
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_the_folded_convs_are_kept_in_the_compute_dtype_with_the_same_logits(precision):
-    """The evaluation's folded convs are stored in the dtype its autocast
-    computes in, so that autocast does not cast every weight again at each
-    one-image forward; the logits are those of fp32 folded convs cast by
-    autocast, bit for bit, one view and every TTA view (both nets on
+    """The evaluation's folded convs, whitening conv and head are stored in
+    the dtype its autocast computes in, so that autocast does not cast every
+    weight again at each one-image forward; the logits are those of fp32
+    folded convs cast by autocast, bit for bit, one view and every TTA view (both nets on
     F.conv2d here: oneDNN's reordered weight, which the CPU's evaluation
     takes, may sum in another order, tests/ops/test_inference_conv.py)."""
     task = _trained_task(precision)
     want = {"fp32": torch.float32, "bf16": torch.bfloat16}[precision]
     net = inference_net(task.model, precision=precision)
-    assert {p.dtype for p in net.convs.parameters()} == {want}
-    assert {p.dtype for p in task.folded().convs.parameters()} == {want}
+    assert {p.dtype for p in net.parameters()} == {want}  # the folded convs, the whitening conv, the head
+    assert {p.dtype for p in task.folded().parameters()} == {want}
+    own = {p.data_ptr() for p in net.parameters()}
+    assert not own & {p.data_ptr() for p in task.model.parameters()}  # copies, not the training net's
     cast_each_call = FoldedCifarNet(task.model).to(memory_format=torch.channels_last)  # fp32 convs
     for conv in (*net.convs, *cast_each_call.convs):
         conv.reorder = False
