@@ -142,16 +142,19 @@ class FoldedCifarNet(nn.Module):
     """Inference form of a trained :class:`CifarNet`: every BN folded into the
     conv before it, so a forward is 7 convs, the pools, activations and head.
 
-    The folded convs, the whitening conv and the head are this net's own,
-    kept in ``dtype``, the dtype the evaluation's autocast computes in
-    (runtime.compute_dtype): autocast would otherwise cast each fp32 weight
-    and bias to it again at every forward, about a tenth of the one-image
-    latency on the CPU (docs/results/latency-fold-zen4-f2b4ff2). The cast is
-    the same rounding autocast makes, so the logits are the same bits. On the
-    CPU oneDNN reorders each folded conv's weight once, not at every call
-    (models/inference_conv.py): most of a 256-channel conv's time at one image
-    a call. :meth:`refold` copies the source's current weights in (the
-    whitening bias and the head train), as every evaluation does first."""
+    The folded convs are kept in ``dtype``, the dtype the evaluation's
+    autocast computes in (runtime.compute_dtype): autocast would otherwise
+    cast each fp32 weight and bias to it again at every forward, about a
+    tenth of the one-image latency on the CPU
+    (docs/results/latency-fold-zen4-f2b4ff2). The cast is the same rounding
+    autocast makes, so the logits are the same bits. The whitening conv and
+    the head are this net's own copies in that dtype too (no time to see:
+    autocast keeps its casts of trained parameters), so that every parameter
+    is this net's, frozen. On the CPU oneDNN reorders each folded conv's
+    weight once, not at every call (models/inference_conv.py): most of a
+    256-channel conv's time at one image a call. :meth:`refold` copies the
+    source's current weights in (the whitening bias and the head train), as
+    every evaluation does first."""
 
     def __init__(self, model: CifarNet, dtype: torch.dtype = torch.float32):
         super().__init__()
