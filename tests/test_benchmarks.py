@@ -19,11 +19,12 @@ from support.cifar_data import cifar_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
-# Studies of a whole run or a trained model, not timings of kernels or steps:
+# Studies of a whole run or a trained model (latency_ab.py: a trained net's two forms timed image
+# by image, which pytest-benchmark's rounds cannot interleave), not timings of kernels or steps:
 # they stay scripts (docs/PERFORMANCE.md, "How to run, save and compare").
 # (The GPU suite, its sweeps and bounds are measuring tools: tools/gpu_suite/.)
 SCRIPTS = {"bench_selective_tta.py", "bench_tta_views.py", "roofline_cifar_step.py", "bench_in_step.py",
-           "projection_check.py"}
+           "projection_check.py", "latency_ab.py"}
 HELPERS = {"conftest.py", "knobs.py", "script_entry.py"}
 # Sizes at which every benchmark runs in seconds (their figures mean nothing).
 TINY = {"BENCH_BATCH": "8", "BENCH_ROUNDS": "1", "BENCH_IMAGES": "2", "BENCH_AUG_BATCH": "16",

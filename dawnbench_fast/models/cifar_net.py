@@ -161,10 +161,13 @@ class FoldedCifarNet(nn.Module):
         # the net it was folded from (not a submodule: its parameters are not this net's)
         self.__dict__["source"] = model
         w = model.whiten
-        self.whiten = InferenceConv2d(w.in_channels, w.out_channels, w.kernel_size, padding=0, bias=True)
-        self.act, self.whiten_act = model.act, model.whiten_act
-        # each group's two convs with its BN folded in (refold writes them)
-        self.convs = nn.ModuleList(InferenceConv2d(c.in_channels, c.out_channels, 3, padding=1, bias=True)
+        self.whiten = InferenceConv2d(w.in_channels, w.out_channels, w.kernel_size, padding=0, bias=True,
+                                      post_act=model.whiten_act)
+        self.act = model.act
+        # each group's two convs with its BN folded in (refold writes them); the second's activation
+        # fused into it (the first's follows the max-pool, and none of the activations commutes with it)
+        self.convs = nn.ModuleList(InferenceConv2d(c.in_channels, c.out_channels, 3, padding=1, bias=True,
+                                                   post_act=model.act if c is g.conv2 else "identity")
                                    for g in model.groups for c in (g.conv1, g.conv2))
         self.head = nn.Linear(model.head.in_features, model.head.out_features, bias=False)
         self.logit_scale = model.logit_scale
@@ -190,9 +193,9 @@ class FoldedCifarNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         act = activation(self.act).fn
-        x = activation(self.whiten_act).fn(self.whiten(x))
+        x = self.whiten(x)  # the whitening activation fused in
         for i in range(0, len(self.convs), 2):
             x = act(F.max_pool2d(self.convs[i](x), 2))
-            x = act(self.convs[i + 1](x))
+            x = self.convs[i + 1](x)  # its activation fused in
         x = F.max_pool2d(x, x.shape[-1]).flatten(1)
         return self.head(x) * self.logit_scale

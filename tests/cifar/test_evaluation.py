@@ -37,7 +37,7 @@ def _per_batch_accuracy(task, level: int) -> float:
     """The evaluation as it was before the captured step: selective TTA batch by batch
     (a one-view forward, a host read of the unsure set and its views each)."""
     cfg, data = task.cfg, task.data
-    net = FoldedCifarNet(task.model).to(memory_format=torch.channels_last)
+    net = inference_net(task.model, precision=cfg.precision)  # the same net, a fresh fold
     batch = eval_batch(cfg.eval_batch_size, level)
     with torch.no_grad(), autocast(cfg.precision, task.device):
         top1, _ = accuracy(lambda x: selective_tta_logits(net, x, level, cfg.tta_below, batch),
@@ -77,8 +77,9 @@ def test_the_folded_convs_are_kept_in_the_compute_dtype_with_the_same_logits(pre
     the dtype its autocast computes in, so that autocast does not cast every
     weight again at each one-image forward; the logits are those of fp32
     folded convs cast by autocast, bit for bit, one view and every TTA view (both nets on
-    F.conv2d here: oneDNN's reordered weight, which the CPU's evaluation
-    takes, may sum in another order, tests/ops/test_inference_conv.py)."""
+    F.conv2d and ATen's activations here: oneDNN's reordered weight and
+    fused activation, which the CPU's evaluation takes, may sum and round
+    otherwise, tests/ops/test_inference_conv.py)."""
     task = _trained_task(precision)
     want = {"fp32": torch.float32, "bf16": torch.bfloat16}[precision]
     net = inference_net(task.model, precision=precision)
@@ -87,7 +88,7 @@ def test_the_folded_convs_are_kept_in_the_compute_dtype_with_the_same_logits(pre
     own = {p.data_ptr() for p in net.parameters()}
     assert not own & {p.data_ptr() for p in task.model.parameters()}  # copies, not the training net's
     cast_each_call = FoldedCifarNet(task.model).to(memory_format=torch.channels_last)  # fp32 convs
-    for conv in (*net.convs, *cast_each_call.convs):
+    for conv in (net.whiten, *net.convs, cast_each_call.whiten, *cast_each_call.convs):
         conv.reorder = False
     x = task.data.test_x[:37]
     with torch.no_grad(), autocast(precision, task.device):
