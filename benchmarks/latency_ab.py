@@ -85,7 +85,8 @@ ARMS: dict[str, Callable[[FoldedCifarNet], None]] = {"built": lambda net: None, 
 
 def measure(model: nn.Module, cfg: Config, x: torch.Tensor, y: list[int], arms: list[str],
             rounds: int) -> dict:
-    """Each arm's ms per image by round and its top-1 hits, the arms interleaved image by image."""
+    """Each arm's ms per image by round and its top-1 hits (the last round's), the arms
+    interleaved image by image; ``rounds`` at least 1."""
     dev = torch.device("cpu")
     nets = {}
     for arm in arms:
@@ -99,7 +100,6 @@ def measure(model: nn.Module, cfg: Config, x: torch.Tensor, y: list[int], arms: 
 
     n = len(y)
     rounds_ms: dict[str, list[float]] = {a: [] for a in arms}
-    hits = dict.fromkeys(arms, 0)
     with torch.no_grad(), autocast(cfg.precision, dev):
         for _ in range(2):
             for i in range(min(n, 2000)):

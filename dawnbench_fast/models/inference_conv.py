@@ -11,8 +11,8 @@ at 3x3 132 against 47 us; at batch 2000 the two are within 1%.
 by ``torch.ops.mkldnn._reorder_convolution_weight`` (what Inductor's freezing
 does on the CPU) and runs oneDNN's convolution on it: the same products,
 summed in the order of the kernel oneDNN picks for that layout, so equal to
-``F.conv2d``'s within the dtype's rounding (in bf16 on Zen 4, the
-evaluation's case, the same bits; tests/ops/test_inference_conv.py bounds
+``F.conv2d``'s within the dtype's rounding (in bf16 on Zen 4 with no
+activation fused in, the same bits; tests/ops/test_inference_conv.py bounds
 both against float64).
 
 The activation that follows the conv (``post_act``, the vocabulary's name)
