@@ -1,7 +1,8 @@
 """One-image latency of two forms of the evaluation's net, A against B,
 image by image, on one trained model: the deployed loop as a run times it
-(selective TTA at the recipe's level and threshold, one image a call, the
-argmax read back), over the test set.
+(selective TTA as the model's own runs evaluated it: the level, threshold
+and cascade saved with it; one image a call, the argmax read back), over
+the test set.
 
     python -m dawnbench_fast.cifar --seed 1 --no-progress --out RUN --save-model m.pt
     python benchmarks/latency_ab.py --model m.pt --arms unfused,built --images 10000 --rounds 3 --out ab.json
@@ -33,20 +34,24 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 from torch import nn
 
 from dawnbench_fast import atomic
-from dawnbench_fast.cifar import Config, load_model
+from dawnbench_fast.cifar import Config
+from dawnbench_fast.cifar import evaluation as cifar_eval
 from dawnbench_fast.cifar.evaluation import inference_net
+from dawnbench_fast.cifar.recipe import RECIPES, evaluated_as
+from dawnbench_fast.cifar.task import load_model_and_config
 from dawnbench_fast.cifar.train_state import build_model
 from dawnbench_fast.cifar.tta import selective_tta_logits
 from dawnbench_fast.config.overrides import OneLineParser
 from dawnbench_fast.config.precision import with_resolved_precision
 from dawnbench_fast.data.cifar10 import DataError, load_cifar10
-from dawnbench_fast.data.cifar10_device import prepare_data
+from dawnbench_fast.data.cifar10_device import DeviceData, prepare_data
 from dawnbench_fast.execution.runtime import autocast, configure_process, malloc_mode
 from dawnbench_fast.models.cifar_net import FoldedCifarNet
 from dawnbench_fast.models.inference_conv import InferenceConv2d
@@ -79,8 +84,62 @@ def _unfused(net: FoldedCifarNet) -> None:
             net.convs[i] = _AtenActivation(conv)
 
 
-ARMS: dict[str, Callable[[FoldedCifarNet], None]] = {"built": lambda net: None, "conv2d": _conv2d,
-                                                     "unfused": _unfused}
+def _net_arm(change: Callable[[FoldedCifarNet], None]) -> Callable[[FoldedCifarNet, Config], Config]:
+    """An arm that changes the net (in place) and evaluates it as the model's runs did."""
+    return lambda net, cfg: change(net) or cfg
+
+
+# The CPU recipe's cascade: the shifted views only for images the mirror leaves unsure
+CASCADE = RECIPES["dawnbench_fast_cpu"]["tta_shift_below"]
+
+# Each arm: (the fresh folded net, changed in place; the config the evaluation reads) -> that config.
+ARMS: dict[str, Callable[[FoldedCifarNet, Config], Config]] = {
+    "built": _net_arm(lambda net: None), "conv2d": _net_arm(_conv2d), "unfused": _net_arm(_unfused),
+    # the same net, its unsure images given all five views in one step, or the cascade
+    "one-step": lambda net, cfg: replace(cfg, tta_shift_below=1.0),
+    "cascade": lambda net, cfg: replace(cfg, tta_shift_below=CASCADE),
+}
+
+
+def _arms(model: nn.Module, cfg: Config, arms: list[str]) -> tuple[dict, dict]:
+    """Each arm's net (a fresh one as the evaluation builds it, then changed) and config."""
+    nets, cfgs = {}, {}
+    for arm in arms:
+        nets[arm] = inference_net(model, precision=cfg.precision)
+        cfgs[arm] = ARMS[arm](nets[arm], cfg)
+    return nets, cfgs
+
+
+def measure_batched(model: nn.Module, data: DeviceData, cfg: Config, arms: list[str], rounds: int) -> dict:
+    """Each arm's clocked evaluation (cifar.evaluation.evaluate over the test
+    set, as a run's final evaluation runs it): seconds by round, top-1 and
+    the net's forwards per image (the views it took, one per row), the
+    arms' order alternating round by round (A B, then B A), after each arm's
+    warm-up and one untimed evaluation."""
+    dev = torch.device("cpu")
+    nets, cfgs = _arms(model, cfg, arms)
+    for a in arms:  # its shapes, then one untimed evaluation (the first call's allocations stay out)
+        cifar_eval.warm_up(nets[a], data, cfgs[a], dev, cfgs[a].tta_level)
+        cifar_eval.evaluate(nets[a], data, cfgs[a], dev, cfgs[a].tta_level)
+    seconds: dict[str, list[float]] = {a: [] for a in arms}
+    top1: dict[str, float] = {}
+    rows = dict.fromkeys(arms, 0)  # images through each arm's net in the timed rounds, views counted
+    for a in arms:
+        nets[a].register_forward_pre_hook(lambda _m, inp, a=a: rows.__setitem__(a, rows[a] + len(inp[0])))
+    for r in range(rounds):
+        for a in arms if r % 2 == 0 else arms[::-1]:
+            t = time.perf_counter()
+            top1[a] = cifar_eval.evaluate(nets[a], data, cfgs[a], dev, cfgs[a].tta_level)
+            seconds[a].append(time.perf_counter() - t)
+        print("round:", {a: round(v[-1], 3) for a, v in seconds.items()}, flush=True)
+    a, b = arms
+    n = len(data.test_x)
+    out: dict = {k: {"rounds_s": v, "mean_s": sum(v) / len(v), "top1": top1[k], "images": n,
+                     "views_per_image": rows[k] / (rounds * n), "tta_shift_below": cfgs[k].tta_shift_below}
+                 for k, v in seconds.items()}
+    out["ratio_b_over_a"] = out[b]["mean_s"] / out[a]["mean_s"]
+    out["by_round"] = [q / p for p, q in zip(out[a]["rounds_s"], out[b]["rounds_s"], strict=True)]
+    return out
 
 
 def measure(model: nn.Module, cfg: Config, x: torch.Tensor, y: list[int], arms: list[str],
@@ -88,14 +147,13 @@ def measure(model: nn.Module, cfg: Config, x: torch.Tensor, y: list[int], arms: 
     """Each arm's ms per image by round and its top-1 hits (the last round's), the arms
     interleaved image by image; ``rounds`` at least 1."""
     dev = torch.device("cpu")
-    nets = {}
-    for arm in arms:
-        nets[arm] = inference_net(model, precision=cfg.precision)
-        ARMS[arm](nets[arm])
+    nets, cfgs = _arms(model, cfg, arms)
 
     def predict(arm: str, i: int) -> tuple[float, int]:
+        c = cfgs[arm]
         t = time.perf_counter()
-        p = selective_tta_logits(nets[arm], x[i:i + 1], cfg.tta_level, cfg.tta_below).argmax(1).item()
+        p = selective_tta_logits(nets[arm], x[i:i + 1], c.tta_level, c.tta_below,
+                                 shift_below=c.tta_shift_below).argmax(1).item()
         return time.perf_counter() - t, p
 
     n = len(y)
@@ -131,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--images", type=int, default=10_000, help="test images a round (default: %(default)s)")
     ap.add_argument("--rounds", type=int, default=3, help="timed rounds (default: %(default)s)")
     ap.add_argument("--data-dir", help="CIFAR-10's folder (default: DAWNBENCH_DATA or the trainer's)")
+    ap.add_argument("--batched", action="store_true",
+                    help="time each arm's batched evaluation (a run's final one), not the one-image loop")
     ap.add_argument("--out", help="write the result here as JSON too")
     args = ap.parse_args(argv)
     arms = args.arms.split(",")
@@ -140,11 +200,12 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--images and --rounds must be at least 1")
     dev = torch.device("cpu")
     configure_process(0)  # as a trainer's process (run.json's "malloc")
-    cfg, _ = with_resolved_precision(Config(), dev)
+    cfg, _ = with_resolved_precision(Config(eval_subset=args.images if args.images < 10_000 else 0), dev)
     try:
         data = prepare_data(load_cifar10(args.data_dir, allow_download=False), cfg, dev)
         if args.model:
-            model = load_model(args.model, dev)
+            model, saved = load_model_and_config(args.model, dev)
+            cfg = evaluated_as(cfg, saved)  # the TTA its runs timed it with
         else:
             torch.manual_seed(0)
             model = build_model(cfg, dev, "torch")
@@ -154,8 +215,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     model = model.to(memory_format=torch.channels_last).eval()
     n = min(args.images, len(data.test_labels))
-    out = measure(model, cfg, data.test_x[:n], data.test_labels[:n].tolist(), arms, args.rounds)
-    out.update(arms=arms, model=args.model, precision=cfg.precision, torch=torch.__version__,
+    if args.batched:
+        out = measure_batched(model, data, cfg, arms, args.rounds)
+    else:
+        out = measure(model, cfg, data.test_x[:n], data.test_labels[:n].tolist(), arms, args.rounds)
+    out.update(mode="batched" if args.batched else "one image a call", arms=arms, model=args.model,
+               precision=cfg.precision, torch=torch.__version__,
                threads=torch.get_num_threads(), malloc=malloc_mode(), git=git_revision())
     text = json.dumps(out, indent=1)
     print(text)

@@ -21,8 +21,15 @@ import torch
 from dawnbench_fast import atomic, dispatch
 from dawnbench_fast.cifar import recipe_choice
 from dawnbench_fast.cifar.evaluation import evaluate
-from dawnbench_fast.cifar.recipe import RECIPES, apply_overrides, fit_subset, validate
-from dawnbench_fast.cifar.task import CifarTask, Config, kernel_choices, load_model, save_model, shared_tasks
+from dawnbench_fast.cifar.recipe import RECIPES, apply_overrides, evaluated_as, fit_subset, validate
+from dawnbench_fast.cifar.task import (
+    CifarTask,
+    Config,
+    kernel_choices,
+    load_model_and_config,
+    save_model,
+    shared_tasks,
+)
 from dawnbench_fast.config import config_file
 from dawnbench_fast.config.overrides import ConfigError
 from dawnbench_fast.config.precision import with_resolved_precision
@@ -94,7 +101,8 @@ def build_eval_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", help="CIFAR-10 folder (default as for training)")
     p.add_argument("--no-download", action="store_true", help="never download the dataset")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
-    p.add_argument("--tta-level", type=int, default=2, choices=(0, 1, 2), help="test-time augmentation")
+    p.add_argument("--tta-level", type=int, choices=(0, 1, 2),
+                   help="test-time augmentation (default: the level the model's runs evaluated it at)")
     p.add_argument("--eval-subset", type=int, default=0, metavar="N", help="first N test images")
     p.add_argument("--threads", type=int, default=0, help="CPU threads (0 = all cores)")
     return p
@@ -218,14 +226,17 @@ def train_cli(args: argparse.Namespace) -> int:
 def evaluate_cli(args: argparse.Namespace) -> int:
     configure_process(args.threads)
     device = resolve_device(args.device)
-    model = load_model(args.path, device)
-    cfg, _ = with_resolved_precision(Config(eval_subset=args.eval_subset, device=args.device), device)
+    model, saved = load_model_and_config(args.path, device)
+    # the saved model's own test-time augmentation (its threshold and cascade), not today's default's
+    cfg = evaluated_as(Config(eval_subset=args.eval_subset, device=args.device), saved)
+    cfg, _ = with_resolved_precision(cfg, device)
+    level = cfg.tta_level if args.tta_level is None else args.tta_level
     ds = load_cifar10(args.data_dir, not args.no_download)
     data = prepare_data(ds, cfg, device)
     model = model.to(memory_format=torch.channels_last)
-    acc = evaluate(model, data, cfg, device, args.tta_level)
+    acc = evaluate(model, data, cfg, device, level)
     print(f"{args.path}: top-1 {100 * acc:.2f}% on {len(data.test_x)} test images "
-          f"(tta_level {args.tta_level})")
+          f"(tta_level {level})")
     return 0
 
 

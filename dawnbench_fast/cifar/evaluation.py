@@ -58,7 +58,9 @@ def evaluate(
         images, labels = images[: max_batches * cap], labels[: max_batches * cap]
     with autocast(cfg.precision, device):
         top1, _ = accuracy(lambda x: selective_tta_pass(model, x, tta_level, cfg.tta_below,
-                                                        one_view_batch(cfg), cap), [(images, labels)])
+                                                        one_view_batch(cfg), cap,
+                                                        shift_below=cfg.tta_shift_below),
+                           [(images, labels)])
     return top1
 
 
@@ -74,4 +76,4 @@ def warm_up(model: torch.nn.Module, data: DeviceData, cfg: CifarRecipe, device: 
     images = data.test_x[world().shard(len(data.test_x))]
     with autocast(cfg.precision, device):
         warm_up_selective_pass(model, images, tta_level, cfg.tta_below, one_view_batch(cfg),
-                               eval_batch(cfg.eval_batch_size, tta_level))
+                               eval_batch(cfg.eval_batch_size, tta_level), shift_below=cfg.tta_shift_below)

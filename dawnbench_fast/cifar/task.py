@@ -268,7 +268,8 @@ class CifarTask:
         level = self.cfg.tta_level if tta else 0
         with torch.no_grad(), autocast(self.cfg.precision, self.device):
             net = self.folded()
-            yield Deployed(lambda x: selective_tta_logits(net, x, level, self.cfg.tta_below),
+            yield Deployed(lambda x: selective_tta_logits(net, x, level, self.cfg.tta_below,
+                                                          shift_below=self.cfg.tta_shift_below),
                            self.data.test_x, self.data.test_labels, len(self.data.test_x))
 
 
@@ -297,7 +298,14 @@ def save_model(model: CifarNet, cfg: Config, path: str | os.PathLike) -> None:
 
 def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> CifarNet:
     """Rebuild a net saved by ``--save-model`` (in eval mode)."""
-    return checkpoint.load(path, device, Config, what="CIFAR model", build=net_of)
+    return load_model_and_config(path, device)[0]
+
+
+def load_model_and_config(path: str | os.PathLike,
+                          device: str | torch.device = "cpu") -> tuple[CifarNet, Config]:
+    """:func:`load_model`'s net and the config it was trained with, whose
+    evaluation fields (recipe.EVALUATION_FIELDS) say how its runs evaluated it."""
+    return checkpoint.load_with_config(path, device, Config, what="CIFAR model", build=net_of)
 
 
 def kernel_choices(backend: str) -> dict:

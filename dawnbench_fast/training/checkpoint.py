@@ -35,6 +35,13 @@ def load(path: str | os.PathLike, device: str | torch.device, config_type: type,
     net (fields the config type no longer has are dropped), the weights are
     loaded, and it is returned on ``device`` in eval mode. Errors name the file
     and ``what`` it should have been (DataError: one line in the CLI)."""
+    return load_with_config(path, device, config_type, build, what)[0]
+
+
+def load_with_config(path: str | os.PathLike, device: str | torch.device, config_type: type,
+                     build: Callable[[Any], M], what: str) -> tuple[M, Any]:
+    """:func:`load`'s model and the config it was saved with (fields the
+    config type no longer has dropped, fields it gained at their defaults)."""
     try:
         payload = torch.load(path, map_location=device, weights_only=True)
         fields = {f.name for f in dataclasses.fields(config_type)}
@@ -45,7 +52,7 @@ def load(path: str | os.PathLike, device: str | torch.device, config_type: type,
         raise DataError(f"{path}: no such model file; pass a file written by --save-model") from None
     except Exception as e:
         raise DataError(f"{path}: not a dawnbench_fast {what} ({type(e).__name__})") from e
-    return model.to(device).eval()
+    return model.to(device).eval(), cfg
 
 
 # ---------------------------------------------------------------------------

@@ -212,9 +212,10 @@ DEFAULT_RUNS = [RESULTS / "compare-issue43-amx" / "ours-0" / "run.json",
                 RESULTS / "seeds-issue43-amx" / "seed0" / "run.json"]
 # Fields a run records as it ran them, not as the recipe sets them (the precision resolved from
 # auto, the data's folder, the recipe's name), and fields added to Config after those runs
-# (execution choices, not the recipe's values).
+# (execution choices, not the recipe's values; the evaluation's cascade, whose default, off, is
+# how those runs evaluated).
 AS_RUN = {"precision", "data_dir", "extra"}
-AFTER_THE_RUNS = {"capture", "compile_mode"}
+AFTER_THE_RUNS = {"capture", "compile_mode", "tta_shift_below"}
 
 
 @pytest.mark.parametrize("path", DEFAULT_RUNS, ids=lambda p: p.parent.parent.name)
