@@ -242,3 +242,28 @@ def test_the_trainers_evaluation_and_latency_loop_cascade_as_the_recipe_says(mon
     with task.predictor(tta=True) as (predict, images, _, _):
         predict(images[:1])
     assert sizes == [1, 1, 4]
+
+
+@pytest.mark.parametrize("level", [1, 2])
+def test_the_views_of_bf16_logits_are_summed_in_fp32_in_either_form(level):
+    """bf16 logits of about 10 lie 0.06 apart: a weighted mean rounded to them turns near ties
+    either way. One step and the cascade both sum the views in fp32."""
+    model64, _ = _linear(9, scale=3.0)
+    x = torch.randn(50, 3, 6, 6, dtype=torch.float64)
+
+    def model(v: torch.Tensor) -> torch.Tensor:  # a net computing in bf16 under autocast
+        return model64(v).to(torch.bfloat16)
+
+    weights = torch.tensor(tta.TTA_WEIGHTS[level], dtype=torch.float32)
+    views = torch.stack([model(v).float() for v in tta.tta_views(x, level)])
+    want = torch.einsum("v,vnk->nk", weights, views)
+    got = tta_logits(model, x, level)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    # the cascade's steps: the mirror from the one view, then the shifts from the pair
+    known = model(x)
+    for step in range(1, level + 1):
+        known = tta.refined_logits(model, x, known, step)
+    assert known.dtype == torch.float32
+    torch.testing.assert_close(known, want, rtol=1e-6, atol=1e-6)
+    assert (want.abs() > 5).any()  # logits large enough that bf16's spacing matters
