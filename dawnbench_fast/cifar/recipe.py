@@ -309,8 +309,8 @@ DAWNBENCH_FAST_2025: dict = {
 # lanes: its schedule stays the GPU-measured default.
 # Its evaluation cascades (tta_shift_below 0.6): an unsure image's mirror first, the four shifted
 # views only if the two views leave it below 0.6. On the ten seeds' final nets it changes no
-# prediction and gives 1.75 views an image instead of 2.31 (docs/PERFORMANCE.md, "The evaluation's
-# cascade"). A GPU's evaluation, which would pay a second read and more shapes, keeps one step.
+# prediction and gives 1.75 views an image instead of 2.31 (docs/PERFORMANCE.md, "Recipe levers").
+# A GPU's evaluation, which would pay a second read and more shapes, keeps one step.
 DAWNBENCH_FAST_CPU: dict = {"progressive": (24, 24, 24, 24, 24, 28), "tta_shift_below": 0.6}
 RECIPES: dict[str, dict] = {
     "dawnbench_fast": {},
