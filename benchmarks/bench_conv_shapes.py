@@ -126,21 +126,24 @@ def _pool_gradient(cout: int, side: int) -> torch.Tensor:
     return dy.contiguous(memory_format=torch.channels_last)
 
 
-@pytest.mark.parametrize("kernel", ["onednn", "pooled"])
+@pytest.mark.parametrize("kernel", ["onednn", "pooled", "pooled-fma"])
 @pytest.mark.parametrize("cin, cout, side", [(24, 64, 31), (64, 256, 15), (256, 256, 7)],
                          ids=["24to64@31", "64to256@15", "256to256@7"])
 def test_conv3x3_dgrad_pooled(benchmark, cin, cout, side, kernel):
-    """The input gradient of a conv whose output feeds a 2x2 max-pool."""
+    """The input gradient of a conv whose output feeds a 2x2 max-pool:
+    oneDNN's dense one, the pooled kernel's pair form (vdpbf16ps, where the
+    CPU has it) and its FMA form."""
     from dawnbench_fast.csrc import conv_group_dgrad
 
-    if kernel == "pooled" and not conv_group_dgrad.supported():
+    if kernel != "onednn" and not conv_group_dgrad.supported():
         pytest.skip("unavailable here: needs the C++ build")
     benchmark.group = f"conv3x3 {cin}->{cout} @{side}, batch {BATCH}, bf16"
     x, w, dy = _bf16_cl(BATCH, cin, side, side), _bf16_cl(cout, cin, 3, 3), _pool_gradient(cout, side)
     w = w.contiguous()  # as the conv group's weight
     gflop = 2 * BATCH * side * side * cin * cout * 9 / 1e9
-    if kernel == "pooled":
-        _record(benchmark, gflop, lambda: conv_group_dgrad.conv3x3_dgrad_pooled(dy, w))
+    if kernel != "onednn":
+        pairs = kernel == "pooled"
+        _record(benchmark, gflop, lambda: conv_group_dgrad.conv3x3_dgrad_pooled(dy, w, pairs))
     else:
         _record(benchmark, gflop, lambda: conv_group_dgrad.dgrad_aten(dy, x, w))
 

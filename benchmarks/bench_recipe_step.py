@@ -8,7 +8,7 @@ full run.
 An arm is ``RECIPE[:field=value,...]`` (the ``--set`` fields on top of the
 named recipe; ``wgrad=METHOD`` forces the conv weight-gradient method of
 csrc/conv_group.py, e.g. ``hiverge:wgrad=aten`` against ``hiverge``'s
-default; ``dgrad=aten`` the before-pool data gradient's (default ``pooled``),
+default; ``dgrad=aten`` the before-pool data gradient's (default ``pooled``, ``pooled-fma`` its FMA form),
 csrc/conv_group_dgrad.py; ``handoff=off`` the first conv and the fused pool
 as two autograd nodes with the full-size dY between them,
 csrc/conv_group.py's POOL_HANDOFF; ``amx=off`` the default without our AMX
@@ -62,7 +62,7 @@ KNOBS = ("wgrad", "dgrad", "handoff", "amx")  # an arm's settings that are no re
 def arm_config(arm: str) -> tuple[Config, str | None, str | None, str | None, str | None]:
     """``RECIPE[:field=value,...]`` as a config (kernels: cpu), the forced
     weight-gradient method (``wgrad=``, else None), the before-pool data
-    gradient's method (``dgrad=aten|pooled``, csrc/conv_group_dgrad.py, else
+    gradient's method (``dgrad=aten|pooled|pooled-fma``, csrc/conv_group_dgrad.py, else
     None: its default), ``handoff=on|off`` and ``amx=on|off`` (else None: on). A value may
     hold commas (``widths=48,256,256``): a new field starts only at ``,name=``."""
     name, _, sets = arm.partition(":")

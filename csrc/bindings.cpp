@@ -308,14 +308,16 @@ PYBIND11_MODULE(DBF_MODULE_NAME, m) {
   m.def(
       "conv3x3_dgrad_pooled",
       [](std::uintptr_t dy, std::uintptr_t codes, std::uintptr_t w, std::uintptr_t dx, int N,
-         int H, int W, int I, int O) {
+         int H, int W, int I, int O, bool pairs) {
         py::gil_scoped_release nogil;
         return cpu().conv3x3_dgrad_pooled(ptr<const uint16_t>(dy), ptr<const uint8_t>(codes),
-                                          ptr<const uint16_t>(w), ptr<uint16_t>(dx), N, H, W, I, O);
+                                          ptr<const uint16_t>(w), ptr<uint16_t>(dx), N, H, W, I, O,
+                                          pairs ? 1 : 0);
       },
       "3x3 conv data gradient before a 2x2 max-pool: dY bf16 NHWC (full-size, or with codes (not "
-      "0) the pool's own gradient) and w (O, I, 3, 3) bf16 in, dx bf16 NHWC out; 2 where dY is not "
-      "a max-pool's gradient (see cpu_kernels.h)");
+      "0) the pool's own gradient) and w (O, I, 3, 3) bf16 in, dx bf16 NHWC out; pairs: vdpbf16ps "
+      "where the CPU has it, else fp32 FMAs; 2 where dY is not a max-pool's gradient (see "
+      "cpu_kernels.h)");
   m.def(
       "gemm_mma_emulated",
       [](int dtype, std::uintptr_t A, std::uintptr_t B, std::uintptr_t C, int M, int N, int K,

@@ -293,8 +293,8 @@ def chosen_methods() -> dict[str, str]:
     before a pool; oneDNN's dense data gradient is not listed)."""
     chosen = {_shape_name(k): v["method"] for k, v in _CHOICE.items()}
     pooled = sorted(_shape_name(k) for k in _BEFORE_POOL_RAN if k in _CHOICE)  # a set: fixed order
-    data = {f"{name} before 2x2 max-pool, data gradient": "pooled"
-            for name in sorted(_shape_name(k) for k in dgrad.RAN)}
+    data = {f"{_shape_name(k)} before 2x2 max-pool, data gradient": form
+            for k, form in sorted(dgrad.RAN.items(), key=lambda kv: _shape_name(kv[0]))}
     return chosen | {f"{name} before 2x2 max-pool": f"{chosen[name]}_pooled" for name in pooled} | data
 
 
@@ -363,8 +363,9 @@ class ConvPoolBnAct(torch.autograd.Function):
             _BEFORE_POOL_RAN.add(key)
             gx = gw = None
             if need_x:
-                dgrad.RAN.add(key)
-                gx = dgrad.conv3x3_dgrad_from_pool(dy, codes, w, *ctx.in_hw)
+                method = dgrad.dgrad_method()
+                dgrad.RAN[key] = dgrad.form_of(method)
+                gx = dgrad.conv3x3_dgrad_from_pool(dy, codes, w, *ctx.in_hw, method == "pooled")
             if need_w:
                 gw = wgrad.conv3x3_wgrad_from_pool(x, dy, codes, w)
         else:
@@ -382,7 +383,7 @@ def _from_pool_applies(x: torch.Tensor, w: torch.Tensor, need_x: bool) -> bool:
         return False
     if choose_wgrad(x, x, w) not in _BEFORE_POOL:  # g is read only by the (not default) auto policy
         return False
-    return not need_x or (dgrad.dgrad_method() == "pooled" and dgrad.supported())
+    return not need_x or (dgrad.dgrad_method() in dgrad.POOLED_METHODS and dgrad.supported())
 
 
 def _wgrad_fn(x: torch.Tensor, g: torch.Tensor, w: torch.Tensor, before_pool: bool) -> Callable:

@@ -9,13 +9,16 @@ Why: dY of such a conv holds one nonzero per pool window and channel, and
 oneDNN's dense data gradient multiplies the other three quarters too (about
 390 ms of a 2.32 s step on Zen 4 for 64->256 @15 and 256->256 @7,
 docs/ROOFLINE.md). The kernel scatters each nonzero alone: a quarter of
-the products, in fp32 FMAs.
+the products, two nonzeros of a window's code to a vdpbf16ps where the CPU
+has AVX-512 BF16 (the pair form), else one fp32 FMA a product (the FMA
+form).
 
 Methods (the recipe's ``conv_dgrad``, ``DAWNBENCH_DGRAD`` or
 :func:`set_dgrad_method`): ``pooled`` (this kernel before each 2x2 max-pool,
-oneDNN's dense data gradient elsewhere) or ``aten`` (oneDNN's everywhere).
-The default is ``pooled``, except where oneDNN runs bf16 on AMX tiles
-(:func:`default_method`), as for the weight gradient. Timed on an idle Zen 4
+in its pair form where the CPU can, oneDNN's dense data gradient
+elsewhere), ``pooled-fma`` (the same in the FMA form) or ``aten`` (oneDNN's
+everywhere). The default is ``pooled``, except where oneDNN runs bf16 on
+AMX tiles (:func:`default_method`), as for the weight gradient. Timed on an idle Zen 4
 (docs/PERFORMANCE.md, "Levers"): x1.26 and x1.31 a call, x1.055 on the step,
 every pair of arms faster; seeds 0-2 reach 94% with it. On an AMX Xeon
 (family 6 model 207) oneDNN's dense one won: the step x1.15-1.26 faster with
@@ -39,8 +42,10 @@ from dawnbench_fast.vocabulary import DGRAD_METHODS
 DEFAULT_METHOD = "pooled"  # x1.055 on the step, idle Zen 4 (docs/PERFORMANCE.md)
 AMX_METHOD = "aten"  # oneDNN's dense products on AMX tiles beat the sparse FMAs: x1.15-1.26 on the step
 _METHOD: list[str] = []  # set_dgrad_method's value; empty: DAWNBENCH_DGRAD or the default
-# (x shape, w shape, dtype) where the pooled kernel ran: conv_group.chosen_methods (run.json).
-RAN: set[tuple] = set()
+POOLED_METHODS = ("pooled", "pooled-fma")
+# (x shape, w shape, dtype) -> the form that ran where the pooled kernel did
+# (:func:`form_of`): conv_group.chosen_methods (run.json).
+RAN: dict[tuple, str] = {}
 
 
 def supported() -> bool:
@@ -49,6 +54,20 @@ def supported() -> bool:
         return hasattr(native.load(), "conv3x3_dgrad_pooled")
     except native.NativeUnavailable:
         return False
+
+
+def pairs_supported() -> bool:
+    """Whether the C++ copy in use and this CPU run the pair form (AVX-512 BF16)."""
+    try:
+        return bool(native.load().conv3x3_wgrad_supported())
+    except native.NativeUnavailable:
+        return False
+
+
+def form_of(method: str) -> str:
+    """The form a pooled method runs here: ``pooled`` (the pairs) only where
+    the CPU has them, else ``pooled-fma``."""
+    return "pooled" if method == "pooled" and pairs_supported() else "pooled-fma"
 
 
 def applies(g: torch.Tensor, w: torch.Tensor) -> bool:
@@ -60,7 +79,7 @@ def applies(g: torch.Tensor, w: torch.Tensor) -> bool:
 
 
 def set_dgrad_method(method: str | None) -> None:
-    """``aten`` or ``pooled`` for the rest of this process (None: back to
+    """A method of DGRAD_METHODS for the rest of this process (None: back to
     ``DAWNBENCH_DGRAD``, unset: the default)."""
     if method is not None and method not in DGRAD_METHODS:
         raise ValueError(f"dgrad method must be one of {', '.join(DGRAD_METHODS)}, not {method!r}")
@@ -90,20 +109,22 @@ def dgrad_aten(g: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> torch.Tenso
 
 def input_grad(g: torch.Tensor, x: torch.Tensor, w: torch.Tensor, before_pool: bool) -> torch.Tensor:
     """dX of y = conv2d(x, w, padding=1) given dY = g, by the chosen method."""
-    if before_pool and dgrad_method() == "pooled" and applies(g, w):
-        RAN.add((tuple(x.shape), tuple(w.shape), x.dtype))
-        return conv3x3_dgrad_pooled(g, w)
+    method = dgrad_method() if before_pool else "aten"
+    if method in POOLED_METHODS and applies(g, w):
+        RAN[(tuple(x.shape), tuple(w.shape), x.dtype)] = form_of(method)
+        return conv3x3_dgrad_pooled(g, w, method == "pooled")
     return dgrad_aten(g, x, w)
 
 
 @torch.library.custom_op("dawnbench::csrc_conv3x3_dgrad_pooled", mutates_args=())
-def conv3x3_dgrad_pooled(g: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+def conv3x3_dgrad_pooled(g: torch.Tensor, w: torch.Tensor, pairs: bool = True) -> torch.Tensor:
     """dX (N, I, H, W) bf16, channels_last, of y = conv2d(x, w, padding=1)
     given dY = g (N, O, H, W) from a 2x2 / stride-2 max-pool: at most one
     nonzero per window and channel, and only those are multiplied (fp32
-    sums, rounded once). Where g is not such a gradient the kernel says so
-    and oneDNN's dense data gradient runs instead, so the result is always
-    dX. A custom op so that the profiler, and with it the roofline, sees it."""
+    sums, rounded once; ``pairs``: the pair form where the CPU has it).
+    Where g is not such a gradient the kernel says so and oneDNN's dense
+    data gradient runs instead, so the result is always dX. A custom op so
+    that the profiler, and with it the roofline, sees it."""
     if not applies(g, w):
         raise ValueError(f"conv3x3_dgrad_pooled takes bf16 CPU dY (N, O, H>=2, W>=2) and w "
                          f"(O, I, 3, 3), not dY {g.dtype} {list(g.shape)}, w {w.dtype} {list(w.shape)}")
@@ -113,7 +134,7 @@ def conv3x3_dgrad_pooled(g: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     wc = w.contiguous()
     dx = new_output((n, cin, h, wd), torch.bfloat16, g.device, True)
     rc = native.load().conv3x3_dgrad_pooled(g.data_ptr(), 0, wc.data_ptr(), dx.data_ptr(), n, h, wd,
-                                            cin, w.shape[0])
+                                            cin, w.shape[0], pairs)
     if rc == 2:  # not a max-pool's gradient
         return dgrad_aten(g, _nhwc_like(g, cin), w).contiguous(memory_format=torch.channels_last)
     if rc != 0:
@@ -122,13 +143,13 @@ def conv3x3_dgrad_pooled(g: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 
 @conv3x3_dgrad_pooled.register_fake
-def _(g, w):
+def _(g, w, pairs=True):
     return _nhwc_like(g, w.shape[1])
 
 
 @torch.library.custom_op("dawnbench::csrc_conv3x3_dgrad_from_pool", mutates_args=())
 def conv3x3_dgrad_from_pool(dp: torch.Tensor, codes: torch.Tensor, w: torch.Tensor, in_h: int,
-                            in_w: int) -> torch.Tensor:
+                            in_w: int, pairs: bool = True) -> torch.Tensor:
     """conv3x3_dgrad_pooled from the pool's own gradient: dp (N, O, in_h/2,
     in_w/2) and codes (the same shape, uint8: each window's argmax 0..3, from
     csrc_pool_bn_act_fwd) instead of the full-size dY; dX (N, I, in_h, in_w).
@@ -147,14 +168,14 @@ def conv3x3_dgrad_from_pool(dp: torch.Tensor, codes: torch.Tensor, w: torch.Tens
     cin = w.shape[1]
     dx = new_output((n, cin, in_h, in_w), torch.bfloat16, dp.device, True)
     rc = native.load().conv3x3_dgrad_pooled(dp.data_ptr(), codes.data_ptr(), wc.data_ptr(),
-                                            dx.data_ptr(), n, in_h, in_w, cin, o)
+                                            dx.data_ptr(), n, in_h, in_w, cin, o, pairs)
     if rc != 0:
         raise RuntimeError("conv3x3_dgrad_from_pool refused its arguments (see cpu_kernels.h)")
     return dx
 
 
 @conv3x3_dgrad_from_pool.register_fake
-def _(dp, codes, w, in_h, in_w):
+def _(dp, codes, w, in_h, in_w, pairs=True):
     return _nhwc_like(dp, w.shape[1], in_h, in_w)
 
 

@@ -9,11 +9,13 @@
 //
 // where v is the value of window q in channel o and p its place (one of the
 // window's four, its code k). The reduction runs over channels whose nonzeros
-// sit at different places, so there is no pair of products to give
-// vdpbf16ps without a shuffle per product: the sums are fp32 FMAs of a
-// broadcast v with the weight row w[o, t, 16 input channels] (one FMA per
-// loaded vector, the load rate; a quarter of the dense work: about twice
-// oneDNN's dense rate at the same efficiency, as for the weight gradient).
+// sit at different places, so a pair of products for vdpbf16ps costs a
+// shuffle. Two forms: the FMA form's sums are fp32 FMAs of a broadcast v
+// with the weight row w[o, t, 16 input channels] (one FMA per loaded
+// vector; a quarter of the dense work); the pair form (below, where the CPU
+// has AVX-512 BF16) pairs two nonzeros of one code into a vdpbf16ps per
+// tap, one shuffle each: 0.92 of the FMA form's time at 64->256 @15 and
+// 256->256 @7 on Zen 4, where the shuffles and vdpbf16ps share their ports.
 //
 // The 4x4 dx pixels that one window reaches, 16 input channels, are 16 zmm
 // accumulators. Each window's nonzeros are listed grouped by code (compact):
@@ -31,7 +33,8 @@
 // window, code, channel) in that order whatever the thread count and group,
 // so the result is the same on every run. v and w are bf16, so each product is
 // exact in fp32 and an FMA rounds as a multiply then an add: the baseline copy
-// (one lane at a time, no FMA instruction) gives the AVX-512 copy's bits.
+// (one lane at a time, no FMA instruction, the FMA form only) gives the
+// AVX-512 copy's FMA-form bits.
 // A dY that is not a 2x2 max-pool's gradient makes the call return 2 and the
 // caller run the dense data gradient.
 #include <omp.h>
@@ -55,9 +58,12 @@ constexpr int kChunk = 32;  // output channels per weight chunk: 32 x 9 x 16 fp3
 constexpr long long kGroupBytes = 512 << 10;  // a group's lists and dx images: half an L2
 constexpr int kGroupMax = 16;                 // images per group, at most
 constexpr int kRow = 4;     // dx pixels a window reaches along a row (and a column)
+constexpr int kTapPairs = 5;  // the pair form's weight rows per output channel (below)
+constexpr int kPairRow = 32;  // bf16 of one (o, tap pair) row: 64 bytes
+constexpr int kTapPairsWords = kTapPairs * kPairRow;
 
-// One nonzero of dY: its weight rows' offset in a block's plane (o * 9 * 16)
-// and its value.
+// One nonzero of dY: its weight rows' offset in a block's plane (o times the
+// layout's stride: 9 * 16 fp32, or 5 * 32 bf16 for the pairs) and its value.
 struct Entry {
   int32_t woff;
   float v;
@@ -87,8 +93,8 @@ inline vec::vf madd(vec::vf a, vec::vf b, vec::vf c) {
 // kChunk; cnt + (q * chunks + c) * 4 their number per code. False where dY
 // is not a 2x2 max-pool's gradient (a window with two nonzeros in a
 // channel, or a nonzero on an odd map's last row or column).
-bool compact(const uint16_t* img, const uint8_t* codes, int H, int W, int O, Entry* e,
-             uint8_t* cnt) {
+bool compact(const uint16_t* img, const uint8_t* codes, int H, int W, int O, int wstride,
+             Entry* e, uint8_t* cnt) {
   const int Hp = H / 2, Wp = W / 2, chunks = (O + kChunk - 1) / kChunk;
   const long long row = (long long)W * O;
   bool bad = false;
@@ -128,7 +134,7 @@ bool compact(const uint16_t* img, const uint8_t* codes, int H, int W, int O, Ent
           ct[q] = (uint8_t)__builtin_popcount(z[q]);
           for (uint32_t bits = z[q]; bits; bits &= bits - 1) {
             const int o = __builtin_ctz(bits);
-            out[n++] = {(o0 + o) * 9 * kLanes, bf16_value(at[q][o0 + o])};
+            out[n++] = {(o0 + o) * wstride, bf16_value(at[q][o0 + o])};
           }
         }
       }
@@ -143,6 +149,17 @@ bool compact(const uint16_t* img, const uint8_t* codes, int H, int W, int O, Ent
         if (img[((long long)y * W + x) * O + o] & 0x7fff) return false;
   return true;
 #endif
+}
+
+// A window's 4x4 dx pixels (16 lanes each) from buf into acc, and back.
+inline void load_window(const float* b, long long row, vec::vf* acc) {
+  for (int r = 0; r < kRow; r++)
+    for (int x = 0; x < kRow; x++) acc[r * kRow + x] = vec::ld(b + r * row + x * kLanes);
+}
+
+inline void store_window(float* b, long long row, const vec::vf* acc) {
+  for (int r = 0; r < kRow; r++)
+    for (int x = 0; x < kRow; x++) vec::st(b + r * row + x * kLanes, acc[r * kRow + x]);
 }
 
 // acc (the window's 4x4 dx pixels, row-major) += each entry's v times its
@@ -174,16 +191,102 @@ void accumulate(const Entry* e, const uint8_t* cnt, const float* wl, float* buf,
       const Entry* es = e + s * kChunk;
       float* b = buf + 2 * hp * row + 2 * wp * kLanes + l;
       vec::vf acc[kRow * kRow];
-      for (int r = 0; r < kRow; r++)
-        for (int x = 0; x < kRow; x++) acc[r * kRow + x] = vec::ld(b + r * row + x * kLanes);
+      load_window(b, row, acc);
       scatter<0>(es, ct[0], wl + l, acc);
       scatter<1>(es + ct[0], ct[1], wl + l, acc);
       scatter<2>(es + ct[0] + ct[1], ct[2], wl + l, acc);
       scatter<3>(es + ct[0] + ct[1] + ct[2], ct[3], wl + l, acc);
-      for (int r = 0; r < kRow; r++)
-        for (int x = 0; x < kRow; x++) vec::st(b + r * row + x * kLanes, acc[r * kRow + x]);
+      store_window(b, row, acc);
     }
 }
+
+#if DBF_VEC
+// The pair form (the default where the CPU has AVX-512 BF16): two nonzeros of
+// one code, o and o', share the 9 accumulators their taps land on, so their
+// products can pair for vdpbf16ps once their weight rows are interleaved,
+// [w(o, i), w(o', i)] per lane. That interleave is the one shuffle per
+// product pair the FMA form avoided; it pays because vdpbf16ps makes 32
+// products per instruction where an FMA makes 16, and the weight row a
+// product reads is bf16 (half the bytes of the FMA form's fp32 row). The
+// weights of a block are laid out (o, tap pair, 32 bf16): tap pair p holds
+// taps 2p and 2p + 1 (the fifth pair's second is zero), and each 128-bit lane
+// L of its 64 bytes holds lanes 4L..4L+3 at tap 2p in its low half, at tap
+// 2p + 1 in its high half. vpunpcklwd / vpunpckhwd of two such rows (o, o')
+// give the two taps' pairs, in the accumulators' lane order. A code with an
+// odd count pairs its last nonzero with a zero. The products are exact in
+// fp32 and vdpbf16ps adds them in fp32 (no denormals): not the FMA form's
+// bits, within the same bound.
+#define DBF_PAIRS_TARGET __attribute__((target("avx512bf16,avx512f,avx512bw")))
+
+bool pairs_supported() { return conv3x3_wgrad_supported(); }  // AVX-512 BF16 in this copy
+
+// w (O, I, 3, 3) bf16 into wp (ceil(I / 16), O, 5, 32) bf16, as above; zeros
+// past I and at the tenth tap.
+void weights_to_pairs(const uint16_t* w, uint16_t* wp, int I, int O) {
+  const int blocks = (I + kLanes - 1) / kLanes;
+#pragma omp for schedule(static)
+  for (int u = 0; u < blocks * O; u++) {
+    const int ib = u / O, o = u % O;
+    uint16_t* dst = wp + (long long)u * kTapPairs * kPairRow;
+    for (int pr = 0; pr < kTapPairs; pr++)
+      for (int word = 0; word < kPairRow; word++) {
+        const int lane = word / 8 * 4 + word % 4, t = 2 * pr + word % 8 / 4;
+        const int i = ib * kLanes + lane;
+        dst[pr * kPairRow + word] = i < I && t < 9 ? w[((long long)o * I + i) * 9 + t] : 0;
+      }
+  }
+}
+
+inline uint32_t float_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+// acc += each pair of entries' values times their weight rows (code K's taps).
+template <int K>
+DBF_PAIRS_TARGET inline void scatter_pairs(const Entry* e, int n, const uint16_t* wl, __m512* acc) {
+  constexpr int ky = K / 2, kx = K % 2;
+  for (int j = 0; j < n; j += 2) {
+    const bool two = j + 1 < n;
+    // low half: the first value's bf16 (its float's high bits), high half: the second's
+    const uint32_t vv = float_bits(e[j].v) >> 16 | (two ? float_bits(e[j + 1].v) & 0xffff0000u : 0u);
+    const __m512bh v = (__m512bh)_mm512_set1_epi32((int)vv);
+    const uint16_t* a = wl + e[j].woff;
+    const uint16_t* b = wl + (two ? e[j + 1].woff : e[j].woff);
+    for (int pr = 0; pr < kTapPairs; pr++) {
+      const __m512i ra = _mm512_load_si512(a + pr * kPairRow), rb = _mm512_load_si512(b + pr * kPairRow);
+      const int t0 = 2 * pr, t1 = 2 * pr + 1;
+      const int p0 = (ky + t0 / 3) * kRow + kx + t0 % 3, p1 = (ky + t1 / 3) * kRow + kx + t1 % 3;
+      acc[p0] = _mm512_dpbf16_ps(acc[p0], (__m512bh)_mm512_unpacklo_epi16(ra, rb), v);
+      if (t1 < 9) acc[p1] = _mm512_dpbf16_ps(acc[p1], (__m512bh)_mm512_unpackhi_epi16(ra, rb), v);
+    }
+  }
+}
+
+// accumulate's pair form: wl is the block's (O, 5, 32) bf16 rows.
+DBF_PAIRS_TARGET void accumulate_pairs(const Entry* e, const uint8_t* cnt, const uint16_t* wl,
+                                       float* buf, int H, int W, int O, int c) {
+  const int Hp = H / 2, Wp = W / 2, chunks = (O + kChunk - 1) / kChunk;
+  const long long row = (long long)(W + 2) * kLanes;
+  for (int hp = 0; hp < Hp; hp++)
+    for (int wp = 0; wp < Wp; wp++) {
+      const long long s = ((long long)hp * Wp + wp) * chunks + c;
+      const uint8_t* ct = cnt + s * 4;
+      const Entry* es = e + s * kChunk;
+      float* b = buf + 2 * hp * row + 2 * wp * kLanes;
+      __m512 acc[kRow * kRow];
+      load_window(b, row, acc);
+      scatter_pairs<0>(es, ct[0], wl, acc);
+      scatter_pairs<1>(es + ct[0], ct[1], wl, acc);
+      scatter_pairs<2>(es + ct[0] + ct[1], ct[2], wl, acc);
+      scatter_pairs<3>(es + ct[0] + ct[1] + ct[2], ct[3], wl, acc);
+      store_window(b, row, acc);
+    }
+}
+#else
+bool pairs_supported() { return false; }
+#endif
 
 // w (O, I, 3, 3) bf16 into wf (ceil(I / 16), O, 9, 16) fp32, zeros past I.
 void weights_to_fp32(const uint16_t* w, float* wf, int I, int O) {
@@ -216,19 +319,28 @@ void store_block(const float* buf, uint16_t* dx, int H, int W, int I, int i0) {
 }  // namespace
 
 int conv3x3_dgrad_pooled(const uint16_t* dy, const uint8_t* codes, const uint16_t* w, uint16_t* dx,
-                         int N, int H, int W, int I, int O) {
+                         int N, int H, int W, int I, int O, int pairs) {
   if (N < 1 || H < 2 || W < 2 || I < 1 || O < 1) return 1;
   const int Hp = H / 2, Wp = W / 2, chunks = (O + kChunk - 1) / kChunk;
   const int blocks = (I + kLanes - 1) / kLanes;
+  const bool use_pairs = pairs && pairs_supported();
+  const int wstride = use_pairs ? kTapPairsWords : 9 * kLanes;  // per output channel, in elements
   const long long slots = (long long)Hp * Wp * chunks;
   const long long plane = (long long)(H + 2) * (W + 2) * kLanes;  // one image's dx block, fp32
   const long long per_image = slots * (kChunk * (long long)sizeof(Entry) + 4) + plane * 4;
   const int group = (int)std::max(1LL, std::min<long long>(kGroupMax, kGroupBytes / per_image));
-  pooled::Scratch wf((size_t)blocks * O * 9 * kLanes);
+  // fp32 weights for the FMA form, bf16 (two to a float's bytes) for the pairs
+  pooled::Scratch wf((size_t)blocks * O * wstride / (use_pairs ? 2 : 1));
   std::atomic<bool> sparse{true};
 #pragma omp parallel
   {
-    weights_to_fp32(w, wf.p, I, O);  // an omp for: its barrier ends before any image starts
+    // an omp for: its barrier ends before any image starts
+#if DBF_VEC
+    if (use_pairs)
+      weights_to_pairs(w, reinterpret_cast<uint16_t*>(wf.p), I, O);
+    else
+#endif
+      weights_to_fp32(w, wf.p, I, O);
     std::vector<Entry> e((size_t)group * slots * kChunk);
     std::vector<uint8_t> cnt((size_t)group * slots * 4);
     pooled::Scratch buf((size_t)group * plane);
@@ -239,18 +351,26 @@ int conv3x3_dgrad_pooled(const uint16_t* dy, const uint8_t* codes, const uint16_
       for (int g = 0; g < ng; g++)
         if (!sparse.load(std::memory_order_relaxed) ||
             !compact(dy + (long long)(n0 + g) * (codes ? Hp * Wp : H * W) * O,
-                     codes ? codes + (long long)(n0 + g) * Hp * Wp * O : nullptr, H, W, O,
+                     codes ? codes + (long long)(n0 + g) * Hp * Wp * O : nullptr, H, W, O, wstride,
                      e.data() + g * slots * kChunk, cnt.data() + g * slots * 4))
           sparse = false;
       if (!sparse.load(std::memory_order_relaxed)) continue;
       for (int ib = 0; ib < blocks; ib++) {
         std::fill(buf.p, buf.p + (size_t)ng * plane, 0.f);
-        const float* wl = wf.p + (long long)ib * O * 9 * kLanes;
         for (int c = 0; c < chunks; c++)
-          for (int g = 0; g < ng; g++)
+          for (int g = 0; g < ng; g++) {
+            const Entry* eg = e.data() + g * slots * kChunk;
+            const uint8_t* cg = cnt.data() + g * slots * 4;
+#if DBF_VEC
+            if (use_pairs) {
+              accumulate_pairs(eg, cg, reinterpret_cast<const uint16_t*>(wf.p) + (long long)ib * O * wstride,
+                               buf.p + g * plane, H, W, O, c);
+              continue;
+            }
+#endif
             for (int l = 0; l < kLanes; l += vec::L)
-              accumulate(e.data() + g * slots * kChunk, cnt.data() + g * slots * 4, wl,
-                         buf.p + g * plane, H, W, O, c, l);
+              accumulate(eg, cg, wf.p + (long long)ib * O * wstride, buf.p + g * plane, H, W, O, c, l);
+          }
         for (int g = 0; g < ng; g++)
           store_block(buf.p + g * plane, dx + (long long)(n0 + g) * H * W * I, H, W, I,
                       ib * kLanes);

@@ -106,13 +106,15 @@ int conv3x3_wgrad_pooled(const uint16_t* x, const uint16_t* dy, const uint8_t* c
 // The data gradient of the same conv before a 2x2 / stride-2 max-pool
 // (conv_group_dgrad_pooled_cpu.cpp): each nonzero of dy (N, H, W, O) bf16 NHWC
 // times its weight rows of w (O, I, 3, 3) bf16, summed in fp32 and rounded
-// once into dx (N, H, W, I) bf16 NHWC. Both copies (the baseline one a lane at a time,
+// once into dx (N, H, W, I) bf16 NHWC. pairs (not 0): two nonzeros to a
+// vdpbf16ps where this copy and CPU have AVX-512 BF16; else (or pairs 0) one
+// fp32 FMA a product, in both copies (the baseline one a lane at a time, the
 // same bits). dy and codes as for the weight gradient above. Returns 0; 1
 // where N, I or O is under 1 or the map under 2x2; 2 where a full-size dy
 // is not a max-pool's gradient (as above): dx is then undefined and the
 // caller runs the dense data gradient.
 int conv3x3_dgrad_pooled(const uint16_t* dy, const uint8_t* codes, const uint16_t* w, uint16_t* dx,
-                         int N, int H, int W, int I, int O);
+                         int N, int H, int W, int I, int O, int pairs);
 
 // fp32 <-> bf16/fp16 with the shared conversions of float16_bits.cuh (tests
 // compare them with torch's rounding).

@@ -52,7 +52,7 @@ WGRAD_METHODS: tuple[str, ...] = ("aten", "fp32", "im2col", "dpbf16", "amx")
 WGRAD_POLICIES: tuple[str, ...] = ("auto", "frozen", *WGRAD_METHODS)
 # The data-gradient methods of a conv before a 2x2 max-pool
 # (csrc/conv_group_dgrad.py): the recipe's ``conv_dgrad`` and DAWNBENCH_DGRAD.
-DGRAD_METHODS: tuple[str, ...] = ("aten", "pooled")
+DGRAD_METHODS: tuple[str, ...] = ("aten", "pooled", "pooled-fma")
 
 
 def activation(name: str) -> Activation:

@@ -39,7 +39,7 @@ def fresh_run_json_registries(monkeypatch) -> None:
     except ImportError:  # an install without the csrc package: nothing to isolate
         return
     monkeypatch.setattr(conv_group, "_BEFORE_POOL_RAN", set())
-    monkeypatch.setattr(conv_group_dgrad, "RAN", set())
+    monkeypatch.setattr(conv_group_dgrad, "RAN", {})
 
 
 @pytest.fixture(autouse=True)

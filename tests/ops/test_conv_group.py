@@ -313,7 +313,7 @@ def test_cpu_conv3x3_function_matches_conv2d_autograd(method, dtype, monkeypatch
 def test_cpu_autotune_records_one_choice_per_shape(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(cpu_group, "_CHOICE", {})
     monkeypatch.setattr(cpu_group, "_BEFORE_POOL_RAN", set())  # what other tests' groups ran
-    monkeypatch.setattr(cpu_group.dgrad, "RAN", set())
+    monkeypatch.setattr(cpu_group.dgrad, "RAN", {})
     monkeypatch.setenv("DAWNBENCH_CACHE", str(tmp_path))
     monkeypatch.setenv("DAWNBENCH_WGRAD", "auto")  # opt-in: the default is aten, never timed
     monkeypatch.setattr(cpu_group, "REPS", 2)

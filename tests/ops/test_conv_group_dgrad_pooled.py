@@ -1,8 +1,10 @@
 """The cpu backend's data gradient for a conv before a 2x2 max-pool
 (csrc/conv_group_dgrad_pooled_cpu.cpp through csrc/conv_group_dgrad.py)
-against aten's convolution_backward in float64 on the same bf16 values, on
-both copies of the portable build (which give the same bits), its fallback to
-oneDNN's dense data gradient, and its switch in the conv group.
+against aten's convolution_backward in float64 on the same bf16 values, in
+both of its forms (vdpbf16ps pairs where the CPU has AVX-512 BF16, fp32
+FMAs) and on both copies of the portable build (whose FMA forms give the
+same bits), its fallback to oneDNN's dense data gradient, and its switch in
+the conv group.
 
 dY is a real max-pool gradient: a pool's random upstream gradient scattered
 to the argmax of each 2x2 window (max_unpool2d), so odd maps keep their last
@@ -88,12 +90,18 @@ def poisoned(monkeypatch):
     poison_new_output(monkeypatch, conv_group_dgrad)
 
 
+FORMS = {"pairs": True, "fma": False}
+
+
+@pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("copy", copies())
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_pooled_dgrad_matches_aten_in_float64(shape, copy, poisoned):
-    g, w = pooled_inputs(*shape, seed=zlib.crc32(repr(shape).encode()))
+def test_pooled_dgrad_matches_aten_in_float64(shape, copy, form, poisoned):
+    """Fresh inputs for every shape; the pairs run where the copy and CPU
+    have AVX-512 BF16 (the baseline copy runs the FMA form either way)."""
+    g, w = pooled_inputs(*shape, seed=zlib.crc32(repr((shape, form)).encode()))
     with cpu_copy(copy):
-        got = conv_group_dgrad.conv3x3_dgrad_pooled(g, w)
+        got = conv_group_dgrad.conv3x3_dgrad_pooled(g, w, FORMS[form])
     n, cin, _, h, wd = shape
     assert got.shape == (n, cin, h, wd) and got.dtype == torch.bfloat16
     assert got.is_contiguous(memory_format=torch.channels_last)
@@ -107,27 +115,49 @@ def test_both_copies_give_the_same_bits():
         pytest.skip(f"needs the portable build's two copies on an AVX-512 CPU (have {copies()})")
     g, w = pooled_inputs(3, 17, 33, 9, 8, seed=5)
     with cpu_copy("baseline"):
-        baseline = conv_group_dgrad.conv3x3_dgrad_pooled(g, w)
+        baseline = conv_group_dgrad.conv3x3_dgrad_pooled(g, w, pairs=False)
     with cpu_copy("avx512"):
-        assert torch.equal(conv_group_dgrad.conv3x3_dgrad_pooled(g, w), baseline)
+        assert torch.equal(conv_group_dgrad.conv3x3_dgrad_pooled(g, w, pairs=False), baseline)
 
 
-def test_the_same_bits_on_every_run_and_thread_count():
+@pytest.mark.parametrize("form", FORMS)
+def test_the_same_bits_on_every_run_and_thread_count(form):
     """Threads split the images; each element sums in one order."""
     g, w = pooled_inputs(5, 64, 96, 15, 15, seed=21)
-    first = conv_group_dgrad.conv3x3_dgrad_pooled(g, w)
-    assert torch.equal(first, conv_group_dgrad.conv3x3_dgrad_pooled(g, w))
+    first = conv_group_dgrad.conv3x3_dgrad_pooled(g, w, FORMS[form])
+    assert torch.equal(first, conv_group_dgrad.conv3x3_dgrad_pooled(g, w, FORMS[form]))
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        one = conv_group_dgrad.conv3x3_dgrad_pooled(g, w)
+        one = conv_group_dgrad.conv3x3_dgrad_pooled(g, w, FORMS[form])
     finally:
         torch.set_num_threads(threads)
     assert torch.equal(one, first)
 
 
+def test_the_pair_form_runs_where_the_cpu_has_it():
+    """Which form ran shows in a sum of denormal products: vdpbf16ps flushes
+    them (its DAZ/FTZ), an FMA keeps them. Sixteen products of 2^-130 make
+    2^-126 with FMAs and 0 in pairs; pairs=False is always the FMA form."""
+    g = torch.zeros(1, 16, 4, 4)
+    g[0, :, 0, 0] = 2.0**-65  # one nonzero per channel, at code 0 of the first window
+    g = channels_last(g.bfloat16())
+    w = torch.full((16, 16, 3, 3), 2.0**-65).bfloat16()
+    fma = conv_group_dgrad.conv3x3_dgrad_pooled(g, w, pairs=False)
+    assert torch.equal(fma[0, :, :2, :2].float(), torch.full((16, 2, 2), 2.0**-126))
+    pairs = conv_group_dgrad.conv3x3_dgrad_pooled(g, w, pairs=True)
+    if conv_group_dgrad.pairs_supported():
+        assert not pairs.any()
+        assert conv_group_dgrad.form_of("pooled") == "pooled"
+    else:
+        assert torch.equal(pairs, fma)
+        assert conv_group_dgrad.form_of("pooled") == "pooled-fma"
+    assert conv_group_dgrad.form_of("pooled-fma") == "pooled-fma"
+
+
+@pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("where", ["two in a window", "outside the windows", "dense"])
-def test_not_a_pool_gradient_falls_back_to_the_dense_gradient(where):
+def test_not_a_pool_gradient_falls_back_to_the_dense_gradient(where, form):
     """A dY that is not a 2x2 max-pool's gradient gets oneDNN's dense result,
     bit for bit, never a sum over one value per window."""
     g, w = pooled_inputs(3, 8, 40, 7, 7, seed=4)
@@ -138,7 +168,7 @@ def test_not_a_pool_gradient_falls_back_to_the_dense_gradient(where):
         g[2, 7, 6, 3] = 0.25  # the odd map's last row belongs to no window
     else:
         g = channels_last(torch.randn_like(g, dtype=torch.float32).bfloat16())
-    got = conv_group_dgrad.conv3x3_dgrad_pooled(g, w)
+    got = conv_group_dgrad.conv3x3_dgrad_pooled(g, w, FORMS[form])
     x = g.new_empty((3, 8, 7, 7)).contiguous(memory_format=torch.channels_last)
     assert torch.equal(got, conv_group_dgrad.dgrad_aten(g, x, w))
     assert_within_bound(got, g, w)
@@ -158,7 +188,7 @@ def test_the_default_runs_it_before_a_pool_and_aten_opts_out(monkeypatch):
     the conv after the pool keeps oneDNN's either way."""
     monkeypatch.setattr(conv_group, "_CHOICE", {})
     monkeypatch.setattr(conv_group, "_BEFORE_POOL_RAN", set())
-    monkeypatch.setattr(conv_group_dgrad, "RAN", set())
+    monkeypatch.setattr(conv_group_dgrad, "RAN", {})
     monkeypatch.setattr(conv_group_dgrad, "_METHOD", [])
     monkeypatch.delenv("DAWNBENCH_DGRAD", raising=False)
     monkeypatch.setattr(conv_group_dgrad, "onednn_has_amx", lambda: False)  # the Zen-class default
@@ -179,8 +209,13 @@ def test_the_default_runs_it_before_a_pool_and_aten_opts_out(monkeypatch):
     assert torch.equal(got, conv_group_dgrad.conv3x3_dgrad_pooled(dy, w))
     assert_within_bound(got, dy, w)
     name = "x[3, 24, 9, 9] w[32, 24, 3, 3] bfloat16 before 2x2 max-pool, data gradient"
-    assert conv_group.chosen_methods()[name] == "pooled"
-    monkeypatch.setattr(conv_group_dgrad, "RAN", set())
+    assert conv_group.chosen_methods()[name] == conv_group_dgrad.form_of("pooled")
+    monkeypatch.setenv("DAWNBENCH_DGRAD", "pooled-fma")
+    fma, _ = grads(True)
+    assert torch.equal(fma, conv_group_dgrad.conv3x3_dgrad_pooled(dy, w, pairs=False))
+    assert conv_group.chosen_methods()[name] == "pooled-fma"
+    monkeypatch.delenv("DAWNBENCH_DGRAD")
+    monkeypatch.setattr(conv_group_dgrad, "RAN", {})
     after_pool, _ = grads(False)
     assert torch.equal(after_pool, conv_group_dgrad.dgrad_aten(dy, x, w))
     assert not conv_group_dgrad.RAN
