@@ -14,8 +14,9 @@
 // with the weight row w[o, t, 16 input channels] (one FMA per loaded
 // vector; a quarter of the dense work); the pair form (below, where the CPU
 // has AVX-512 BF16) pairs two nonzeros of one code into a vdpbf16ps per
-// tap, one shuffle each: 0.92 of the FMA form's time at 64->256 @15 and
-// 256->256 @7 on Zen 4, where the shuffles and vdpbf16ps share their ports.
+// tap, one shuffle each: 0.87-0.88 of the FMA form's time a call on Zen 4
+// (docs/results/dgrad-pairs-zen4-0863919), far from the half that the
+// products alone would allow.
 //
 // The 4x4 dx pixels that one window reaches, 16 input channels, are 16 zmm
 // accumulators. Each window's nonzeros are listed grouped by code (compact):
