@@ -152,6 +152,20 @@ bool compact(const uint16_t* img, const uint8_t* codes, int H, int W, int O, int
 #endif
 }
 
+// Window q (row-major over the pooled map) of chunk c: its nonzeros, their
+// counts per code and the top-left of its 4x4 dx pixels in buf.
+struct Slot {
+  const Entry* e;
+  const uint8_t* cnt;
+  float* buf;
+};
+
+inline Slot slot(const Entry* e, const uint8_t* cnt, float* buf, int q, int W, int O, int c) {
+  const int Wp = W / 2, chunks = (O + kChunk - 1) / kChunk;
+  const long long s = (long long)q * chunks + c;
+  return {e + s * kChunk, cnt + s * 4, buf + (2LL * (q / Wp) * (W + 2) + 2 * (q % Wp)) * kLanes};
+}
+
 // A window's 4x4 dx pixels (16 lanes each) from buf into acc, and back.
 inline void load_window(const float* b, long long row, vec::vf* acc) {
   for (int r = 0; r < kRow; r++)
@@ -183,22 +197,17 @@ DBF_HD void scatter(const Entry* e, int n, const float* wl, vec::vf* acc) {
 // nonzeros in the chunk times the block's weights wl (O, 9, 16).
 void accumulate(const Entry* e, const uint8_t* cnt, const float* wl, float* buf, int H, int W,
                 int O, int c, int l) {
-  const int Hp = H / 2, Wp = W / 2, chunks = (O + kChunk - 1) / kChunk;
   const long long row = (long long)(W + 2) * kLanes;
-  for (int hp = 0; hp < Hp; hp++)
-    for (int wp = 0; wp < Wp; wp++) {
-      const long long s = ((long long)hp * Wp + wp) * chunks + c;
-      const uint8_t* ct = cnt + s * 4;
-      const Entry* es = e + s * kChunk;
-      float* b = buf + 2 * hp * row + 2 * wp * kLanes + l;
-      vec::vf acc[kRow * kRow];
-      load_window(b, row, acc);
-      scatter<0>(es, ct[0], wl + l, acc);
-      scatter<1>(es + ct[0], ct[1], wl + l, acc);
-      scatter<2>(es + ct[0] + ct[1], ct[2], wl + l, acc);
-      scatter<3>(es + ct[0] + ct[1] + ct[2], ct[3], wl + l, acc);
-      store_window(b, row, acc);
-    }
+  for (int q = 0; q < H / 2 * (W / 2); q++) {
+    const Slot at = slot(e, cnt, buf, q, W, O, c);
+    vec::vf acc[kRow * kRow];
+    load_window(at.buf + l, row, acc);
+    scatter<0>(at.e, at.cnt[0], wl + l, acc);
+    scatter<1>(at.e + at.cnt[0], at.cnt[1], wl + l, acc);
+    scatter<2>(at.e + at.cnt[0] + at.cnt[1], at.cnt[2], wl + l, acc);
+    scatter<3>(at.e + at.cnt[0] + at.cnt[1] + at.cnt[2], at.cnt[3], wl + l, acc);
+    store_window(at.buf + l, row, acc);
+  }
 }
 
 #if DBF_VEC
@@ -268,22 +277,17 @@ DBF_PAIRS_TARGET inline void scatter_pairs(const Entry* e, int n, const uint16_t
 // accumulate's pair form: wl is the block's (O, 5, 32) bf16 rows.
 DBF_PAIRS_TARGET void accumulate_pairs(const Entry* e, const uint8_t* cnt, const uint16_t* wl,
                                        float* buf, int H, int W, int O, int c) {
-  const int Hp = H / 2, Wp = W / 2, chunks = (O + kChunk - 1) / kChunk;
   const long long row = (long long)(W + 2) * kLanes;
-  for (int hp = 0; hp < Hp; hp++)
-    for (int wp = 0; wp < Wp; wp++) {
-      const long long s = ((long long)hp * Wp + wp) * chunks + c;
-      const uint8_t* ct = cnt + s * 4;
-      const Entry* es = e + s * kChunk;
-      float* b = buf + 2 * hp * row + 2 * wp * kLanes;
-      __m512 acc[kRow * kRow];
-      load_window(b, row, acc);
-      scatter_pairs<0>(es, ct[0], wl, acc);
-      scatter_pairs<1>(es + ct[0], ct[1], wl, acc);
-      scatter_pairs<2>(es + ct[0] + ct[1], ct[2], wl, acc);
-      scatter_pairs<3>(es + ct[0] + ct[1] + ct[2], ct[3], wl, acc);
-      store_window(b, row, acc);
-    }
+  for (int q = 0; q < H / 2 * (W / 2); q++) {
+    const Slot at = slot(e, cnt, buf, q, W, O, c);
+    __m512 acc[kRow * kRow];
+    load_window(at.buf, row, acc);
+    scatter_pairs<0>(at.e, at.cnt[0], wl, acc);
+    scatter_pairs<1>(at.e + at.cnt[0], at.cnt[1], wl, acc);
+    scatter_pairs<2>(at.e + at.cnt[0] + at.cnt[1], at.cnt[2], wl, acc);
+    scatter_pairs<3>(at.e + at.cnt[0] + at.cnt[1] + at.cnt[2], at.cnt[3], wl, acc);
+    store_window(at.buf, row, acc);
+  }
 }
 #else
 bool pairs_supported() { return false; }
