@@ -85,3 +85,23 @@ def test_ranks_meet_at_a_barrier_before_leaving_only_after_a_normal_end(monkeypa
     assert code == {"returns": 0, "user error": 2, "interrupt": 130}[outcome]
     assert calls == (["command", "barrier", "destroy"] if outcome == "returns" else ["command", "destroy"])
     assert distributed.world() == World()
+
+
+def test_a_failed_runs_message_keeps_the_fault_handlers_stacks():
+    """A rank's abort prints every thread's stack, then the extension modules,
+    then torchrun's report: the message keeps each stack whole however long
+    the output after it, and stderr's tail as before."""
+    from support.dist_driver import failure_output
+
+    stacks = ("Fatal Python error: Aborted\n\nThread 0x01 (most recent call first):\n"
+              '  File "loader.py", line 7 in decode\n\n'
+              "Current thread 0x02 (most recent call first):\n  <no Python frame>\n\n")
+    modules = "Extension modules: " + ", ".join(f"mod{i}" for i in range(400)) + "\n"
+    stderr = "warm-up\n" + stacks + modules + "torchrun: rank 1 failed\n" * 300
+    shown = failure_output("report\n", stderr)
+    assert stacks in shown and 'line 7 in decode' in shown
+    assert "mod399" not in shown.split("--- the fault handler ---")[1]  # the module list left out
+    assert shown.startswith("report\n") and shown.count("torchrun: rank 1 failed") >= 100
+    two = failure_output("", stacks + modules + stacks.replace("0x01", "0x03") + modules)
+    assert two.count("--- the fault handler ---") == 2 and "Thread 0x03" in two
+    assert failure_output("out", "plain error") == "outplain error"

@@ -36,7 +36,7 @@ def run(trainer: str, out: Path, argv: list[str], processes: int = 2, timeout: i
     launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}"]
     r = subprocess.run([*launch, __file__, trainer, str(out), "--", *argv], capture_output=True, text=True,
                        timeout=timeout, env=dist_driver.rank_env())
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    assert r.returncode == 0, dist_driver.failure_output(r.stdout, r.stderr)
     return {**json.loads(out.read_text()), "output": r.stdout + r.stderr}
 
 

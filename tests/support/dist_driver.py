@@ -40,6 +40,27 @@ def rank_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path, "PYTHONFAULTHANDLER": "1"}
 
 
+FAULT = "Fatal Python error"  # how the fault handler's report of a fatal signal starts
+
+
+def failure_output(stdout: str, stderr: str, tail: int = 3000) -> str:
+    """What a failed run's assertion shows: the ends of stdout and stderr and,
+    whole, each report of the fault handler (from its first line to the list
+    of extension modules that ends it, left out). A rank's abort at exit
+    prints every thread's stack there, and torchrun's own report and the
+    other rank's output after it pushed all but the last thread out of a
+    plain tail (2026-11-29: only "<no Python frame>" was left)."""
+    reports = []
+    at = stderr.find(FAULT)
+    while at >= 0:
+        end = stderr.find("Extension modules:", at)
+        end = end if end >= 0 else len(stderr)
+        reports.append(stderr[at:end])
+        at = stderr.find(FAULT, end)
+    faults = "".join(f"\n--- the fault handler ---\n{r}" for r in reports)
+    return f"{stdout[-2000:]}{stderr[-tail:]}{faults}"
+
+
 def run(trainer: str, out: Path, argv: list[str], processes: int = 1, timeout: int = 300) -> dict:
     """Run this driver (under torchrun with ``processes`` > 1) and return its
     record; the trainer's stdout and stderr are in ``record["output"]``."""
@@ -48,7 +69,7 @@ def run(trainer: str, out: Path, argv: list[str], processes: int = 1, timeout: i
         launch += ["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}"]
     r = subprocess.run([*launch, __file__, trainer, str(out), "--", *argv], capture_output=True, text=True,
                        timeout=timeout, env=rank_env())
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    assert r.returncode == 0, failure_output(r.stdout, r.stderr)
     return {**json.loads(out.read_text()), "output": r.stdout + r.stderr}
 
 
