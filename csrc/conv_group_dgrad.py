@@ -35,6 +35,7 @@ import torch
 from dawnbench_fast.csrc import native
 from dawnbench_fast.csrc.conv_group_costs import COSTS
 from dawnbench_fast.csrc.conv_group_wgrad import onednn_has_amx
+from dawnbench_fast.csrc.conv_group_wgrad import supported as pairs_supported  # AVX-512 BF16, as there
 from dawnbench_fast.csrc.engine import new_output
 from dawnbench_fast.roofline.registry import register_flop_formulas
 from dawnbench_fast.vocabulary import DGRAD_METHODS
@@ -52,14 +53,6 @@ def supported() -> bool:
     """Whether the C++ build in use has the kernel (both of its copies do)."""
     try:
         return hasattr(native.load(), "conv3x3_dgrad_pooled")
-    except native.NativeUnavailable:
-        return False
-
-
-def pairs_supported() -> bool:
-    """Whether the C++ copy in use and this CPU run the pair form (AVX-512 BF16)."""
-    try:
-        return bool(native.load().conv3x3_wgrad_supported())
     except native.NativeUnavailable:
         return False
 
@@ -134,7 +127,7 @@ def conv3x3_dgrad_pooled(g: torch.Tensor, w: torch.Tensor, pairs: bool = True) -
     wc = w.contiguous()
     dx = new_output((n, cin, h, wd), torch.bfloat16, g.device, True)
     rc = native.load().conv3x3_dgrad_pooled(g.data_ptr(), 0, wc.data_ptr(), dx.data_ptr(), n, h, wd,
-                                            cin, w.shape[0], pairs)
+                                            cin, w.shape[0], pairs and pairs_supported())
     if rc == 2:  # not a max-pool's gradient
         return dgrad_aten(g, _nhwc_like(g, cin), w).contiguous(memory_format=torch.channels_last)
     if rc != 0:
@@ -168,7 +161,7 @@ def conv3x3_dgrad_from_pool(dp: torch.Tensor, codes: torch.Tensor, w: torch.Tens
     cin = w.shape[1]
     dx = new_output((n, cin, in_h, in_w), torch.bfloat16, dp.device, True)
     rc = native.load().conv3x3_dgrad_pooled(dp.data_ptr(), codes.data_ptr(), wc.data_ptr(),
-                                            dx.data_ptr(), n, in_h, in_w, cin, o, pairs)
+                                            dx.data_ptr(), n, in_h, in_w, cin, o, pairs and pairs_supported())
     if rc != 0:
         raise RuntimeError("conv3x3_dgrad_from_pool refused its arguments (see cpu_kernels.h)")
     return dx

@@ -362,19 +362,22 @@ int conv3x3_dgrad_pooled(const uint16_t* dy, const uint8_t* codes, const uint16_
       if (!sparse.load(std::memory_order_relaxed)) continue;
       for (int ib = 0; ib < blocks; ib++) {
         std::fill(buf.p, buf.p + (size_t)ng * plane, 0.f);
+        const float* wl = wf.p + (long long)ib * O * wstride;  // the block's rows, FMA form
+#if DBF_VEC
+        const uint16_t* wp = reinterpret_cast<const uint16_t*>(wf.p) + (long long)ib * O * wstride;
+#endif
         for (int c = 0; c < chunks; c++)
           for (int g = 0; g < ng; g++) {
             const Entry* eg = e.data() + g * slots * kChunk;
             const uint8_t* cg = cnt.data() + g * slots * 4;
 #if DBF_VEC
             if (use_pairs) {
-              accumulate_pairs(eg, cg, reinterpret_cast<const uint16_t*>(wf.p) + (long long)ib * O * wstride,
-                               buf.p + g * plane, H, W, O, c);
+              accumulate_pairs(eg, cg, wp, buf.p + g * plane, H, W, O, c);
               continue;
             }
 #endif
             for (int l = 0; l < kLanes; l += vec::L)
-              accumulate(eg, cg, wf.p + (long long)ib * O * wstride, buf.p + g * plane, H, W, O, c, l);
+              accumulate(eg, cg, wl, buf.p + g * plane, H, W, O, c, l);
           }
         for (int g = 0; g < ng; g++)
           store_block(buf.p + g * plane, dx + (long long)(n0 + g) * H * W * I, H, W, I,
