@@ -28,7 +28,8 @@ from dawnbench_fast.training.task import epoch_steps
 AUTO = "auto"
 GPU_RECIPE = "dawnbench_fast"
 # The schedules a CPU chooses among: each has a ten-seed record at the bar (mean >= 94.05%,
-# 9 of 10 reaching 94%) and whole runs on a CPU faster than the default's (docs/PERFORMANCE.md,
+# 9 of 10 reaching 94%) and whole runs on a CPU faster than the default's (the CPU's schedule:
+# 0.936 of them on Zen 4 at 9.5 epochs, plus the 8 steps of its 9.75; docs/PERFORMANCE.md,
 # "The CPU's schedule", has the ones screened).
 CPU_RECIPES: tuple[str, ...] = ("dawnbench_fast_cpu", "dawnbench_fast")
 FULL_SIDE = 32

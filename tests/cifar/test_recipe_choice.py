@@ -32,7 +32,7 @@ CLASSES = [(ZEN4, "Zen 4"), (ZEN5, "Zen 5"), (AMX, "AMX"), (OTHER, None)]
 # A schedule screened for the CPU (three epochs at 20 px, two at 24, one at 28, 3.5 at 32)
 LOW_SIDES = {"progressive": (20, 20, 20, 24, 24, 28)}
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
-SCREEN = RESULTS / "screen-cpu-zen4-0b91acc" / "sides-24x5-28"
+RECORD = RESULTS / "seeds-zen4-1a2be16" / "epochs-9.75"  # the CPU schedule's ten-seed record
 
 
 @pytest.fixture
@@ -43,39 +43,41 @@ def two_cpu_schedules(monkeypatch):
 
 
 def test_the_cpu_schedule_s_steps_sides_and_learning_rates_against_a_hand_count():
-    # the full set: 50,000 // 1536 = 32 steps an epoch; 9.5 epochs = 9 x 32 + 16 = 304 steps;
-    # the decay over 9.5 - 0.375 = 9.125 epochs = 9 x 32 + 4 = 292 steps, then held at 0.05;
+    # the full set: 50,000 // 1536 = 32 steps an epoch; 9.75 epochs = 9 x 32 + 24 = 312 steps;
+    # the decay over 9.75 - 0.375 = 9.375 epochs = 9 x 32 + 12 = 300 steps, then held at 0.05;
     # the whitening bias 0.2 x 32 = 6.4 -> 7 steps
     cfg = Config(**RECIPES["dawnbench_fast_cpu"], data_dir=str(cifar_dir()), download=False)
     task = cfg.build_task(CPU)
-    assert task.epoch_steps == [32] * 9 + [16]
-    assert (task.total_steps, task.decay_steps, task.whiten_bias_steps) == (304, 292, 7)
-    # five epochs at 24 px, one at 28, the last 3.5 at 32
+    assert task.epoch_steps == [32] * 9 + [24]
+    assert (task.total_steps, task.decay_steps, task.whiten_bias_steps) == (312, 300, 7)
+    # five epochs at 24 px, one at 28, the last 3.75 at 32
     assert [epoch_side(cfg.progressive, e, 32) for e in range(10)] == [24] * 5 + [28] + [32] * 4
     assert task.warm_up_epochs == (0, 5, 6)  # one epoch of each side, for the warm-up
     table = task.state.lr_host
-    for s in (0, 1, 100, 277, 278, 291, 292, 303):
-        f = max(0.05, 1 - s / 292)  # 1 - 277/292 > 0.05 > 1 - 278/292: the floor from step 278
+    for s in (0, 1, 100, 284, 286, 299, 300, 311):
+        f = max(0.05, 1 - s / 300)  # 1 - 284/300 > 0.05 > 1 - 286/300: the floor from step 285
         whiten, norm_biases, head, filters = table[s].tolist()
         assert filters == pytest.approx(cfg.lr_filters * f, rel=1e-6)
         assert head == pytest.approx(cfg.lr_head * f, rel=1e-6)
         assert norm_biases == pytest.approx(cfg.lr_bias * f, rel=1e-6)
         assert whiten == pytest.approx(cfg.lr_bias * max(0.0, 1 - s / 7), rel=1e-6, abs=1e-12)
-    # the GPU's schedule is the same but for its sides and its evaluation's cascade
+    # the GPU's schedule is the same but for its sides, its length and its evaluation's cascade
     assert (cfg.tta_below, cfg.tta_shift_below) == (0.8, 0.6)
-    gpu = dataclasses.replace(cfg, progressive=Config().progressive, tta_shift_below=1.0, data_dir=None,
-                              download=True)
+    gpu = dataclasses.replace(cfg, progressive=Config().progressive, epochs=Config().epochs,
+                              tta_shift_below=1.0, data_dir=None, download=True)
     assert gpu == Config()
 
 
-@pytest.mark.parametrize("path", sorted(SCREEN.glob("seed*/run.json")), ids=lambda p: p.parent.name)
+def test_the_cpu_schedule_s_record_is_ten_seeds():
+    assert sorted(p.parent.name for p in RECORD.glob("seed*/run.json")) == [f"seed{s}" for s in range(10)]
+
+
+@pytest.mark.parametrize("path", sorted(RECORD.glob("seed*/run.json")), ids=lambda p: p.parent.name)
 def test_the_cpu_schedule_is_its_committed_runs_config(path):
     """The recipe field for field against the run.json ``config`` of its ten-seed record."""
     recorded = json.loads(path.read_text())["config"]
     schedule = json.loads(json.dumps(dataclasses.asdict(Config(**RECIPES["dawnbench_fast_cpu"]))))
-    # The record's runs evaluated without the cascade (tta_shift_below, added after them); their
-    # ten final nets evaluated both ways give the same top-1 (docs/results/tta-cascade-zen4-*).
-    as_run = {"precision", "data_dir", "extra", "seed", "tta_shift_below"}
+    as_run = {"precision", "data_dir", "extra", "seed"}
     changed = {k: (v, recorded.get(k)) for k, v in schedule.items()
                if k not in as_run and v != recorded.get(k)}
     assert not changed
@@ -89,7 +91,7 @@ def test_a_schedule_s_price_against_a_hand_count():
     assert low == pytest.approx(3 * 0.374 + 2 * 0.517 + 0.78 + 3.5)
     assert recipe_choice.schedule_cost(CifarRecipe(), costs) == pytest.approx(3 * 0.517 + 3 * 0.78 + 3.5)
     cpu = recipe_choice.schedule_cost(CifarRecipe(**RECIPES["dawnbench_fast_cpu"]), costs)
-    assert cpu == pytest.approx(5 * 0.517 + 0.78 + 3.5)
+    assert cpu == pytest.approx(5 * 0.517 + 0.78 + 3.75)  # 9.75 epochs: 9 x 32 + 24 steps
     # a smaller batch: 50,000 // 1024 = 48 steps an epoch, 8.5 epochs = 8 x 48 + 24 steps
     small = CifarRecipe(batch_size=1024, epochs=8.5)
     assert recipe_choice.schedule_cost(small, costs) == pytest.approx(3 * 0.517 + 3 * 0.78 + 2.5)
@@ -190,8 +192,8 @@ def test_the_report_names_the_recipe_and_why():
 def _task() -> object:
     """The CPU schedule on a tiny task: 128 images, 2 steps of 64 an epoch, a narrow net,
     7.5 epochs (its six low-resolution epochs, then 1.5 at 32 px)."""
-    cfg = Config(**RECIPES["dawnbench_fast_cpu"], epochs=7.5, subset=128, eval_subset=100, batch_size=64,
-                 whiten_images=64, widths=(8, 16, 16), kernels="torch", precision="fp32",
+    cfg = Config(**{**RECIPES["dawnbench_fast_cpu"], "epochs": 7.5}, subset=128, eval_subset=100,
+                 batch_size=64, whiten_images=64, widths=(8, 16, 16), kernels="torch", precision="fp32",
                  data_dir=str(cifar_dir()), download=False, deterministic=True)
     return cfg.build_task(CPU)
 
