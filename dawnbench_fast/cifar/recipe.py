@@ -306,8 +306,8 @@ DAWNBENCH_FAST_2025: dict = {
 # follows its arithmetic: at 24 px it costs 0.52 of a 32-px step on Zen 4 (0.64 on the AMX Xeon),
 # at 28 px 0.78 (0.82), so its 312 steps cost 4% less than the default's 304 on Zen 4 (1% on the
 # AMX Xeon). At 9.5 epochs its twenty seeds on Zen 4 gave 94.08%, 16 of 20 reaching 94%; at 9.75,
-# ten seeds: 94.10 +- 0.06%, 10/10. A GPU pays for small images in launches and idle lanes: its schedule stays
-# the GPU-measured default.
+# ten seeds: 94.10 +- 0.06%, 10/10. A GPU pays for small images in launches and idle lanes: its
+# schedule stays the GPU-measured default.
 # Its evaluation cascades (tta_shift_below 0.6): an unsure image's mirror first, the four shifted
 # views only if the two views leave it below 0.6. On the ten seeds' final nets it changes no
 # prediction and gives 1.75 views an image instead of 2.31 (docs/PERFORMANCE.md, "Recipe levers").
